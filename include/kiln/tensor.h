@@ -1,0 +1,133 @@
+// kiln::Tensor: sizes, strides and an offset over shared storage, like torch.Tensor.
+// A Tensor is a handle: copies share the same data (use clone() for a deep copy).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/scalar.h"
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+
+// A block of memory shared by every view of it. Either owned (from the caching
+// allocator) or borrowed from elsewhere (an mmap'd file), with `keep_alive` holding
+// whatever must outlive the data.
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device = kCPU;
+  bool from_allocator = false;
+  std::shared_ptr<void> keep_alive;
+
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = kCPU);
+  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, std::shared_ptr<void> keep_alive,
+                                         Device device = kCPU);
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;  // in elements
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::Float32;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // A new, uninitialised, contiguous tensor.
+  static Tensor empty(const Shape& sizes, DType dtype = DType::Float32, Device device = kCPU);
+  // A tensor viewing `storage` with the given geometry; checked against the storage size.
+  static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape& strides,
+                             int64_t offset, DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device; }
+  int64_t dim() const { return static_cast<int64_t>(impl().sizes.size()); }
+  const Shape& sizes() const { return impl().sizes; }
+  const Shape& strides() const { return impl().strides; }
+  Shape shape() const { return impl().sizes; }
+  int64_t size(int64_t d) const;    // negative d counts from the end
+  int64_t stride(int64_t d) const;
+  int64_t storage_offset() const { return impl().offset; }
+  int64_t numel() const;
+  size_t element_size() const { return itemsize(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  bool is_contiguous() const;
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  const std::shared_ptr<Storage>& storage() const { return impl().storage; }
+
+  // Address of element [0, 0, ...].
+  void* data_ptr() const;
+  template <typename T>
+  T* data() const { return static_cast<T*>(data_ptr()); }
+
+  // ---- views (share storage; no copies) ----
+  Tensor view(const Shape& sizes) const;          // one dim may be -1
+  Tensor reshape(const Shape& sizes) const;       // a view when possible, else a copy
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;                               // 0-, 1- or 2-D only
+  Tensor expand(const Shape& sizes) const;        // -1 keeps a size; new leading dims allowed
+  Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  // Python slicing a[start:end:step] along dim; start/end clamp like Python; step >= 1.
+  Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  Tensor as_strided(const Shape& sizes, const Shape& strides, std::optional<int64_t> offset = std::nullopt) const;
+  Tensor movedim(int64_t source, int64_t destination) const;
+
+  // ---- copies ----
+  Tensor contiguous() const;  // self when already contiguous
+  Tensor clone() const;
+  Tensor to(DType dtype) const;  // self when the dtype already matches
+  // Copies src (broadcast to self's shape, cast to self's dtype) into self.
+  Tensor& copy_(const Tensor& src);
+  Tensor& fill_(const Scalar& value);
+  Tensor& zero_() { return fill_(Scalar(int64_t{0})); }
+
+  // The value of a one-element tensor.
+  Scalar item() const;
+  // Element at a multi-index, as a Scalar (for tests and printing; slow).
+  Scalar at(const Shape& index) const;
+
+  // "[2, 3]" — used in error messages.
+  std::string shape_str() const;
+  // "Tensor(shape=[2, 3], dtype=float32)"
+  std::string describe() const;
+  // Values, numpy-like, for printing in tests and Python's repr.
+  std::string str() const;
+
+ private:
+  const TensorImpl& impl() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Row-major strides for `sizes`.
+Shape contiguous_strides(const Shape& sizes);
+int64_t shape_numel(const Shape& sizes);
+std::string shape_to_string(const Shape& sizes);
+// Wraps a possibly negative dim into [0, ndim); ndim 0 accepts -1 and 0 like PyTorch.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+}  // namespace kiln

@@ -1,0 +1,124 @@
+// Tensor methods that move or convert data: contiguous, clone, to, copy_, fill_,
+// and element access for printing.
+#include <complex>
+
+#include "backend/cpu/loops.h"
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/tensor.h"
+#include "kiln/thread_pool.h"
+
+namespace kiln {
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = Tensor::empty(sizes(), dtype(), device());
+  cpu::copy_strided(default_thread_pool(), out, *this);
+  return out;
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = Tensor::empty(sizes(), target, device());
+  cpu::copy_strided(default_thread_pool(), out, *this);
+  return out;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  KILN_CHECK(src.defined(), "copy_", "source tensor is undefined");
+  Tensor expanded = src.expand(sizes());
+  cpu::copy_strided(default_thread_pool(), *this, expanded);
+  return *this;
+}
+
+Tensor& Tensor::fill_(const Scalar& value) {
+  return copy_(scalar_tensor(value, dtype()));
+}
+
+Scalar Tensor::item() const {
+  KILN_CHECK(numel() == 1, "item", "a Tensor with {} elements cannot be converted to Scalar", numel());
+  return at(Shape(dim(), 0));
+}
+
+Scalar Tensor::at(const Shape& index) const {
+  KILN_CHECK_KIND(static_cast<int64_t>(index.size()) == dim(), Index, "at", "expected {} indices, got {}",
+                  dim(), index.size());
+  int64_t offset = 0;
+  for (int64_t d = 0; d < dim(); ++d) {
+    int64_t i = index[d];
+    KILN_CHECK_KIND(i >= 0 && i < sizes()[d], Index, "at", "index {} is out of bounds for dimension {} with size {}",
+                    i, d, sizes()[d]);
+    offset += i * strides()[d];
+  }
+  const char* p = static_cast<const char*>(data_ptr()) + offset * static_cast<int64_t>(element_size());
+  switch (dtype_kind(dtype())) {
+    case DTypeKind::Bool: {
+      bool v;
+      cpu::cast_strided(dtype(), p, 0, DType::Bool, &v, 0, 1);
+      return Scalar(v);
+    }
+    case DTypeKind::Unsigned: {
+      uint64_t v;
+      cpu::cast_strided(dtype(), p, 0, DType::UInt64, &v, 0, 1);
+      return Scalar(v);
+    }
+    case DTypeKind::Signed: {
+      int64_t v;
+      cpu::cast_strided(dtype(), p, 0, DType::Int64, &v, 0, 1);
+      return Scalar(v);
+    }
+    case DTypeKind::Float: {
+      double v;
+      cpu::cast_strided(dtype(), p, 0, DType::Float64, &v, 0, 1);
+      return Scalar(v);
+    }
+    case DTypeKind::Complex: {
+      std::complex<double> v;
+      cpu::cast_strided(dtype(), p, 0, DType::Complex128, &v, 0, 1);
+      return Scalar(v);
+    }
+  }
+  return Scalar();
+}
+
+namespace {
+
+void print_recursive(const Tensor& t, Shape& index, std::string& out) {
+  int64_t d = static_cast<int64_t>(index.size());
+  if (d == t.dim()) {
+    out += t.at(index).str();
+    return;
+  }
+  out += "[";
+  int64_t n = t.size(d);
+  constexpr int64_t kEdge = 3;  // numpy-style summarisation of long dims
+  for (int64_t i = 0; i < n; ++i) {
+    if (n > 2 * kEdge + 1 && i == kEdge) {
+      out += "..., ";
+      i = n - kEdge - 1;
+      continue;
+    }
+    index.push_back(i);
+    print_recursive(t, index, out);
+    index.pop_back();
+    if (i + 1 < n) out += ", ";
+  }
+  out += "]";
+}
+
+}  // namespace
+
+std::string Tensor::str() const {
+  if (!defined()) return "tensor(undefined)";
+  std::string out = "tensor(";
+  Shape index;
+  print_recursive(*this, index, out);
+  out += ", shape=" + shape_str() + ", dtype=" + std::string(dtype_name(dtype())) + ")";
+  return out;
+}
+
+}  // namespace kiln

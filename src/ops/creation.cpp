@@ -1,0 +1,195 @@
+#include "kiln/ops/creation.h"
+
+#include <cmath>
+#include <complex>
+#include <cstring>
+
+#include "backend/cpu/random.h"
+#include "kiln/error.h"
+#include "kiln/thread_pool.h"
+
+namespace kiln {
+
+Tensor empty(const Shape& sizes, DType dtype) { return Tensor::empty(sizes, dtype); }
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype) {
+  return Tensor::empty(t.sizes(), dtype.value_or(t.dtype()));
+}
+Tensor zeros(const Shape& sizes, DType dtype) {
+  Tensor t = Tensor::empty(sizes, dtype);
+  if (t.nbytes() > 0) std::memset(t.data_ptr(), 0, t.nbytes());  // all-zero bits is 0 in every dtype
+  return t;
+}
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype) { return zeros(t.sizes(), dtype.value_or(t.dtype())); }
+Tensor ones(const Shape& sizes, DType dtype) { return full(sizes, Scalar(int64_t{1}), dtype); }
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype) { return ones(t.sizes(), dtype.value_or(t.dtype())); }
+
+Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) {
+  // Store the scalar in its widest natural dtype, then cast with the shared cast rules.
+  Tensor t;
+  switch (value.tag()) {
+    case Scalar::Tag::Bool: {
+      t = Tensor::empty({}, DType::Bool);
+      *t.data<uint8_t>() = value.to_bool();
+      break;
+    }
+    case Scalar::Tag::Int: {
+      t = Tensor::empty({}, DType::Int64);
+      *t.data<int64_t>() = value.to_int64();
+      break;
+    }
+    case Scalar::Tag::UInt: {
+      t = Tensor::empty({}, DType::UInt64);
+      *t.data<uint64_t>() = value.to_uint64();
+      break;
+    }
+    case Scalar::Tag::Double: {
+      t = Tensor::empty({}, DType::Float64);
+      *t.data<double>() = value.to_double();
+      break;
+    }
+    case Scalar::Tag::Complex: {
+      t = Tensor::empty({}, DType::Complex128);
+      *t.data<std::complex<double>>() = value.to_complex();
+      break;
+    }
+  }
+  return t.to(dtype.value_or(value.promotion_dtype()));
+}
+
+Tensor full(const Shape& sizes, const Scalar& value, std::optional<DType> dtype) {
+  Tensor v = scalar_tensor(value, dtype);
+  Tensor t = Tensor::empty(sizes, v.dtype());
+  t.copy_(v);
+  return t;
+}
+
+Tensor full_like(const Tensor& t, const Scalar& value, std::optional<DType> dtype) {
+  return full(t.sizes(), value, dtype.value_or(t.dtype()));
+}
+
+Tensor arange(const Scalar& end, std::optional<DType> dtype) {
+  return arange(Scalar(int64_t{0}), end, Scalar(int64_t{1}), dtype);
+}
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<DType> dtype) {
+  for (const Scalar* s : {&start, &end, &step}) {
+    KILN_CHECK_KIND(!s->is_complex(), Type, "arange", "complex arguments are not supported (got {})", s->str());
+  }
+  bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  DType out_dtype = dtype.value_or(integral ? DType::Int64 : DType::Float32);
+  double xstart = start.to_double(), xend = end.to_double(), xstep = step.to_double();
+  KILN_CHECK(std::isfinite(xstart) && std::isfinite(xend), "arange", "unsupported range: {} -> {}",
+             start.str(), end.str());
+  KILN_CHECK(xstep != 0, "arange", "step must be nonzero");
+  KILN_CHECK((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart), "arange",
+             "upper bound and larger bound inconsistent with step sign (start {}, end {}, step {})",
+             start.str(), end.str(), step.str());
+  int64_t n;
+  if (integral) {
+    int64_t a = start.to_int64(), b = end.to_int64(), s = step.to_int64();
+    n = s > 0 ? (b - a + s - 1) / s : (a - b - s - 1) / -s;
+  } else {
+    n = static_cast<int64_t>(std::ceil((xend - xstart) / xstep));
+  }
+  // Values are computed in int64 or float64 and cast once, as PyTorch's accumulate type.
+  if (integral && !is_floating(out_dtype) && !is_complex(out_dtype)) {
+    Tensor t = Tensor::empty({n}, DType::Int64);
+    int64_t a = start.to_int64(), s = step.to_int64();
+    auto* p = t.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) p[i] = a + i * s;
+    return t.to(out_dtype);
+  }
+  Tensor t = Tensor::empty({n}, DType::Float64);
+  auto* p = t.data<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = xstart + static_cast<double>(i) * xstep;
+  return t.to(out_dtype);
+}
+
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<DType> dtype) {
+  KILN_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got {}", steps);
+  DType out_dtype = dtype.value_or(DType::Float32);
+  Tensor t = Tensor::empty({steps}, DType::Float64);
+  auto* p = t.data<double>();
+  double a = start.to_double(), b = end.to_double();
+  if (steps == 1) p[0] = a;
+  if (steps > 1) {
+    // Symmetric evaluation (from both ends) keeps the last value exactly `end`.
+    double step = (b - a) / static_cast<double>(steps - 1);
+    int64_t half = steps / 2;
+    for (int64_t i = 0; i < steps; ++i) {
+      p[i] = i < half ? a + step * static_cast<double>(i) : b - step * static_cast<double>(steps - 1 - i);
+    }
+  }
+  return t.to(out_dtype);
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype) {
+  int64_t m = m_opt.value_or(n);
+  KILN_CHECK(n >= 0 && m >= 0, "eye", "n and m must be non-negative, got n={} m={}", n, m);
+  Tensor t = zeros({n, m}, dtype);
+  Tensor one = scalar_tensor(Scalar(int64_t{1}), dtype);
+  int64_t k = std::min(n, m);
+  // The diagonal as a strided view, filled by one broadcast copy.
+  if (k > 0) t.as_strided({k}, {m + 1}, 0).copy_(one);
+  return t;
+}
+
+Generator& default_generator() {
+  static Generator g(0);
+  return g;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+namespace {
+
+void check_random_dtype(DType dtype, const char* op) {
+  KILN_CHECK_KIND(is_floating(dtype), Type, op, "expected a floating dtype, got {}", dtype_name(dtype));
+}
+
+}  // namespace
+
+Tensor rand(const Shape& sizes, DType dtype, Generator* gen) {
+  check_random_dtype(dtype, "rand");
+  Generator& g = gen ? *gen : default_generator();
+  int64_t n = shape_numel(sizes);
+  bool f64 = dtype == DType::Float64;
+  Tensor t = Tensor::empty(sizes, f64 ? DType::Float64 : DType::Float32);
+  if (f64) {
+    cpu::fill_uniform_f64(default_thread_pool(), {g.seed(), g.advance(cpu::normal_blocks(n))}, t.data<double>(), n);
+  } else {
+    cpu::fill_uniform_f32(default_thread_pool(), {g.seed(), g.advance(cpu::uniform_blocks(n))}, t.data<float>(), n);
+  }
+  return t.to(dtype);
+}
+
+Tensor randn(const Shape& sizes, DType dtype, Generator* gen) {
+  check_random_dtype(dtype, "randn");
+  Generator& g = gen ? *gen : default_generator();
+  int64_t n = shape_numel(sizes);
+  cpu::PhiloxKey key{g.seed(), g.advance(cpu::normal_blocks(n))};
+  if (dtype == DType::Float64) {
+    Tensor t = Tensor::empty(sizes, DType::Float64);
+    cpu::fill_normal_f64(default_thread_pool(), key, t.data<double>(), n);
+    return t;
+  }
+  Tensor t = Tensor::empty(sizes, DType::Float32);
+  cpu::fill_normal_f32(default_thread_pool(), key, t.data<float>(), n);
+  return t.to(dtype);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype, Generator* gen) {
+  KILN_CHECK(low < high, "randint", "random_ expects 'from' to be less than 'to', but got from={} >= to={}",
+             low, high);
+  KILN_CHECK_KIND(!is_complex(dtype) && dtype != DType::Bool, Type, "randint", "unsupported dtype {}",
+                  dtype_name(dtype));
+  Generator& g = gen ? *gen : default_generator();
+  int64_t n = shape_numel(sizes);
+  Tensor t = Tensor::empty(sizes, DType::Int64);
+  uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  cpu::fill_randint(default_thread_pool(), {g.seed(), g.advance(cpu::randint_blocks(n))}, low, range,
+                    t.data<int64_t>(), n);
+  return t.to(dtype);
+}
+
+}  // namespace kiln
