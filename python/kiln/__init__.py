@@ -1,0 +1,70 @@
+"""kiln: a C++ tensor runtime with PyTorch semantics.
+
+The compiled core is ``kiln._kiln``; this package re-exports it under PyTorch's
+names and adds the few helpers that are easier to write in Python.
+"""
+
+import numpy as _np
+
+from . import _kiln
+from ._kiln import *  # noqa: F401,F403  (dtypes, Tensor, ops)
+from ._kiln import Tensor, dtype
+
+__version__ = _kiln.__version__()
+
+# PyTorch's dtype aliases.
+float = _kiln.float32  # noqa: A001
+double = _kiln.float64
+half = _kiln.float16
+cfloat = _kiln.complex64
+cdouble = _kiln.complex128
+long = _kiln.int64
+int = _kiln.int32  # noqa: A001
+short = _kiln.int16
+
+_NUMPY_FRIENDLY = {
+    _kiln.bool, _kiln.uint8, _kiln.uint16, _kiln.uint32, _kiln.uint64, _kiln.int8, _kiln.int16,
+    _kiln.int32, _kiln.int64, _kiln.float16, _kiln.float32, _kiln.float64, _kiln.complex64,
+    _kiln.complex128,
+}
+
+
+def tensor(data, dtype=None):
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays or tensors).
+
+    Without ``dtype`` the type is inferred as PyTorch does: bool, int64, float32 or
+    complex64 for Python data; the array's own dtype for numpy input.
+    """
+    if isinstance(data, Tensor):
+        out = data.clone()
+        return out if dtype is None else out.to(dtype)
+    if isinstance(data, _np.ndarray):
+        arr = _np.array(data, copy=True)
+    else:
+        arr = _np.array(data)
+        if arr.dtype == _np.float64:
+            arr = arr.astype(_np.float32)  # Python floats default to float32
+        elif arr.dtype == _np.complex128:
+            arr = arr.astype(_np.complex64)
+        elif arr.dtype.kind in "iu" and arr.dtype != _np.int64:
+            arr = arr.astype(_np.int64)
+        elif arr.dtype.kind not in "biufc":
+            raise TypeError(f"tensor(): could not infer a dtype for data of numpy kind {arr.dtype!r}")
+    out = from_numpy(_np.array(arr, order="C", copy=False)).clone()
+    if dtype is not None and dtype != out.dtype:
+        out = out.to(dtype)
+    return out
+
+
+def as_tensor(data, dtype=None):
+    """Like ``tensor`` but shares memory with a numpy array when the dtype allows."""
+    if isinstance(data, _np.ndarray) and (dtype is None or dtype == from_numpy(data[:0]).dtype):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype)
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+from . import nn  # noqa: E402,F401

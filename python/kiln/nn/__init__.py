@@ -1,0 +1,3 @@
+"""kiln.nn: the functional namespace (``kiln.nn.functional``) under PyTorch's names."""
+
+from . import functional  # noqa: F401

@@ -1,0 +1,17 @@
+"""kiln.nn.functional: PyTorch's ``torch.nn.functional`` names for kiln ops.
+
+Each name is bound as the op lands in the compiled core; names not yet
+available are simply absent, so ``hasattr`` tells what works.
+"""
+
+from .. import _kiln
+
+_FUNCTIONAL_NAMES = (
+    "silu", "gelu", "softplus", "sigmoid", "tanh", "relu", "embedding", "softmax",
+    "log_softmax", "linear", "pad", "dropout",
+)
+
+for _name in _FUNCTIONAL_NAMES:
+    if hasattr(_kiln, _name):
+        globals()[_name] = getattr(_kiln, _name)
+del _name

@@ -1,0 +1,35 @@
+// Threads, allocator statistics and the doctor report.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "kiln/allocator.h"
+#include "kiln/runtime.h"
+#include "kiln/thread_pool.h"
+
+namespace kiln::python {
+
+void bind_runtime(py::module_& m) {
+  m.def("set_num_threads", &set_num_threads, py::arg("n"));
+  m.def("get_num_threads", [] { return default_thread_pool().num_threads(); });
+  m.def("memory_stats", [] {
+    AllocatorStats s = allocator_stats();
+    py::dict d;
+    d["allocated_bytes"] = s.allocated_bytes;
+    d["peak_allocated_bytes"] = s.peak_allocated_bytes;
+    d["reserved_bytes"] = s.reserved_bytes;
+    d["peak_reserved_bytes"] = s.peak_reserved_bytes;
+    d["num_allocs"] = s.num_allocs;
+    d["num_cache_hits"] = s.num_cache_hits;
+    return d;
+  });
+  m.def("memory_allocated", [] { return allocator_stats().allocated_bytes; });
+  m.def("max_memory_allocated", [] { return allocator_stats().peak_allocated_bytes; });
+  m.def("memory_reserved", [] { return allocator_stats().reserved_bytes; });
+  m.def("reset_peak_memory_stats", &reset_peak_memory_stats);
+  m.def("empty_cache", &empty_cache);
+  m.def("doctor", [] { return doctor_report(default_thread_pool()); },
+        "The availability report `kiln doctor` prints (runs the bandwidth probe).");
+  m.def("__version__", [] { return std::string(kiln_version()); });
+}
+
+}  // namespace kiln::python

@@ -1,0 +1,281 @@
+// kiln.Tensor and kiln.dtype: geometry, views, indexing and numpy interop.
+#include <pybind11/complex.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/type_promotion.h"
+
+namespace kiln::python {
+namespace {
+
+// numpy dtype for a kiln dtype, or nothing for dtypes numpy lacks (bf16, fp8).
+std::optional<py::dtype> numpy_dtype(DType t) {
+  switch (t) {
+    case DType::Bool: return py::dtype("bool");
+    case DType::UInt8: return py::dtype("uint8");
+    case DType::UInt16: return py::dtype("uint16");
+    case DType::UInt32: return py::dtype("uint32");
+    case DType::UInt64: return py::dtype("uint64");
+    case DType::Int8: return py::dtype("int8");
+    case DType::Int16: return py::dtype("int16");
+    case DType::Int32: return py::dtype("int32");
+    case DType::Int64: return py::dtype("int64");
+    case DType::Float16: return py::dtype("float16");
+    case DType::Float32: return py::dtype("float32");
+    case DType::Float64: return py::dtype("float64");
+    case DType::Complex64: return py::dtype("complex64");
+    case DType::Complex128: return py::dtype("complex128");
+    default: return std::nullopt;
+  }
+}
+
+DType kiln_dtype_of(const py::dtype& dt) {
+  char kind = dt.kind();
+  auto size = dt.itemsize();
+  char order = dt.attr("byteorder").cast<std::string>()[0];
+  if (order == '>') {
+    throw py::type_error("from_numpy: big-endian arrays are not supported; convert with arr.astype(arr.dtype.newbyteorder('='))");
+  }
+  struct Entry { char kind; ssize_t size; DType dtype; };
+  static const Entry table[] = {
+      {'b', 1, DType::Bool},    {'u', 1, DType::UInt8},   {'u', 2, DType::UInt16},   {'u', 4, DType::UInt32},
+      {'u', 8, DType::UInt64},  {'i', 1, DType::Int8},    {'i', 2, DType::Int16},    {'i', 4, DType::Int32},
+      {'i', 8, DType::Int64},   {'f', 2, DType::Float16}, {'f', 4, DType::Float32},  {'f', 8, DType::Float64},
+      {'c', 8, DType::Complex64}, {'c', 16, DType::Complex128},
+  };
+  for (const auto& e : table) {
+    if (e.kind == kind && e.size == size) return e.dtype;
+  }
+  throw py::type_error("can't convert np.ndarray of type " + py::str(static_cast<const py::handle&>(dt)).cast<std::string>() +
+                       ". The only supported types are: float64, float32, float16, complex64, complex128, int64, "
+                       "int32, int16, int8, uint64, uint32, uint16, uint8, and bool.");
+}
+
+// Zero-copy: the tensor borrows the array's memory and keeps the array alive.
+Tensor from_numpy(const py::array& arr) {
+  DType dtype = kiln_dtype_of(arr.dtype());
+  const int64_t isz = static_cast<int64_t>(itemsize(dtype));
+  Shape sizes, strides;
+  int64_t lo = 0, hi = 0;  // byte range touched, relative to arr.data()
+  bool empty_array = arr.size() == 0;
+  for (ssize_t d = 0; d < arr.ndim(); ++d) {
+    int64_t st = arr.strides(d);
+    if (st % isz != 0) throw py::value_error("from_numpy: array strides must be multiples of the element size");
+    sizes.push_back(arr.shape(d));
+    strides.push_back(st / isz);
+    if (!empty_array) {
+      int64_t span = (arr.shape(d) - 1) * st;
+      (span < 0 ? lo : hi) += span;
+    }
+  }
+  char* base = static_cast<char*>(const_cast<void*>(arr.data())) + lo;
+  size_t nbytes = empty_array ? 0 : static_cast<size_t>(hi - lo + isz);
+  auto* owner = new py::object(arr);
+  std::shared_ptr<void> keep_alive(owner, [](py::object* o) {
+    py::gil_scoped_acquire gil;  // the last reference may drop on any thread
+    delete o;
+  });
+  auto storage = Storage::borrow(empty_array ? nullptr : base, nbytes, std::move(keep_alive));
+  return Tensor::from_storage(std::move(storage), sizes, strides, empty_array ? 0 : -lo / isz, dtype);
+}
+
+py::array to_numpy(const Tensor& t) {
+  auto dt = numpy_dtype(t.dtype());
+  if (!dt) {
+    throw py::type_error("Got unsupported ScalarType " + std::string(dtype_name(t.dtype())) +
+                         ": numpy has no such dtype; convert first, e.g. t.to(kiln.float32).numpy()");
+  }
+  std::vector<ssize_t> shape(t.sizes().begin(), t.sizes().end());
+  std::vector<ssize_t> strides;
+  for (int64_t s : t.strides()) strides.push_back(s * static_cast<int64_t>(t.element_size()));
+  py::capsule owner(new Tensor(t), [](void* p) { delete static_cast<Tensor*>(p); });
+  void* data = t.data_ptr();
+  static char dummy;  // numpy wants a non-null pointer even for empty arrays
+  return py::array(*dt, shape, strides, data ? data : &dummy, owner);
+}
+
+// Python basic indexing: ints, slices, None, Ellipsis, and tuples of them.
+Tensor index_tensor(const Tensor& t, const py::handle& key) {
+  std::vector<py::handle> items;
+  if (py::isinstance<py::tuple>(key)) {
+    for (auto k : py::reinterpret_borrow<py::tuple>(key)) items.push_back(k);
+  } else {
+    items.push_back(key);
+  }
+  int64_t consumed = 0, ellipses = 0;
+  for (auto k : items) {
+    if (k.is_none()) continue;
+    if (k.ptr() == Py_Ellipsis) { ++ellipses; continue; }
+    ++consumed;
+  }
+  if (ellipses > 1) throw py::index_error("an index can only have a single ellipsis ('...')");
+  if (consumed > t.dim()) {
+    throw py::index_error("too many indices for tensor of dimension " + std::to_string(t.dim()));
+  }
+  Tensor out = t;
+  int64_t d = 0;
+  for (auto k : items) {
+    if (k.is_none()) {
+      out = out.unsqueeze(d++);
+    } else if (k.ptr() == Py_Ellipsis) {
+      d += t.dim() - consumed;
+    } else if (py::isinstance<py::slice>(k)) {
+      auto sl = py::reinterpret_borrow<py::slice>(k);
+      auto get = [](py::object o) -> std::optional<int64_t> {
+        if (o.is_none()) return std::nullopt;
+        return o.cast<int64_t>();
+      };
+      std::optional<int64_t> step = get(sl.attr("step"));
+      if (step && *step <= 0) throw py::value_error("step must be greater than zero");
+      out = out.slice(d++, get(sl.attr("start")), get(sl.attr("stop")), step.value_or(1));
+    } else if (PyIndex_Check(k.ptr()) && !py::isinstance<py::bool_>(k)) {
+      out = out.select(d, py::int_(py::reinterpret_borrow<py::object>(k)).cast<int64_t>());
+    } else {
+      throw py::index_error("only integers, slices (`:`), ellipsis (`...`) and None are valid indices (got " +
+                            std::string(py::str(k.get_type().attr("__name__"))) + ")");
+    }
+  }
+  return out;
+}
+
+Shape shape_args(const py::args& args) {
+  if (args.size() == 1 && !PyIndex_Check(args[0].ptr())) return to_shape(args[0]);
+  return to_shape(args);
+}
+
+py::tuple shape_tuple(const Shape& s) {
+  py::tuple out(s.size());
+  for (size_t i = 0; i < s.size(); ++i) out[i] = py::int_(s[i]);
+  return out;
+}
+
+}  // namespace
+
+void bind_dtypes(py::module_& m) {
+  auto dtype = py::enum_<DType>(m, "dtype");
+  for (int i = 0; i < kNumDTypes; ++i) {
+    auto t = static_cast<DType>(i);
+    dtype.value(std::string(dtype_name(t)).c_str(), t);
+  }
+  dtype.export_values();
+  // Replace (not overload) the enum's own __repr__/__str__: PyTorch prints "torch.float32".
+  auto name = py::cpp_function([](DType t) { return "kiln." + std::string(dtype_name(t)); }, py::is_method(dtype));
+  dtype.attr("__repr__") = name;
+  dtype.attr("__str__") = name;
+  dtype.def_property_readonly("itemsize", [](DType t) { return itemsize(t); })
+      .def_property_readonly("is_floating_point", [](DType t) { return is_floating(t); })
+      .def_property_readonly("is_complex", [](DType t) { return is_complex(t); })
+      .def_property_readonly("is_signed", [](DType t) {
+        return dtype_kind(t) == DTypeKind::Signed || is_floating(t) || is_complex(t);
+      });
+  m.def("dtype_from_name", [](const std::string& name) { return dtype_from_name(name); });
+  m.def("promote_types", &promote_types);
+}
+
+void bind_tensor(py::module_& m) {
+  py::class_<Tensor> cls(m, "Tensor");
+  cls.def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); })
+      .def_property_readonly("T", [](const Tensor& t) {
+        Shape rev;
+        for (int64_t d = t.dim() - 1; d >= 0; --d) rev.push_back(d);
+        return t.permute(rev);
+      })
+      .def("size", [](const Tensor& t, std::optional<int64_t> d) -> py::object {
+        if (d) return py::int_(t.size(*d));
+        return shape_tuple(t.sizes());
+      }, py::arg("dim") = py::none())
+      .def("stride", [](const Tensor& t, std::optional<int64_t> d) -> py::object {
+        if (d) return py::int_(t.stride(*d));
+        return shape_tuple(t.strides());
+      }, py::arg("dim") = py::none())
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("element_size", &Tensor::element_size)
+      .def("storage_offset", &Tensor::storage_offset)
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("contiguous", &Tensor::contiguous)
+      .def("clone", &Tensor::clone)
+      .def("to", [](const Tensor& t, DType d) { return t.to(d); }, py::arg("dtype"))
+      .def("float", [](const Tensor& t) { return t.to(DType::Float32); })
+      .def("double", [](const Tensor& t) { return t.to(DType::Float64); })
+      .def("half", [](const Tensor& t) { return t.to(DType::Float16); })
+      .def("bfloat16", [](const Tensor& t) { return t.to(DType::BFloat16); })
+      .def("int", [](const Tensor& t) { return t.to(DType::Int32); })
+      .def("long", [](const Tensor& t) { return t.to(DType::Int64); })
+      .def("bool", [](const Tensor& t) { return t.to(DType::Bool); })
+      .def("copy_", [](Tensor& t, const Tensor& src) { return t.copy_(src); })
+      .def("fill_", [](Tensor& t, const py::object& v) { return t.fill_(to_scalar(v)); })
+      .def("zero_", [](Tensor& t) { return t.zero_(); })
+      .def("item", [](const Tensor& t) { return from_scalar(t.item()); })
+      .def("numpy", &to_numpy)
+      .def("__array__", [](const Tensor& t, py::object dtype) {
+        py::array a = to_numpy(t);
+        return dtype.is_none() ? py::object(a) : a.attr("astype")(dtype);
+      }, py::arg("dtype") = py::none())
+      .def("tolist", [](const Tensor& t) {
+        Tensor src = numpy_dtype(t.dtype()) ? t : t.to(is_complex(t.dtype()) ? t.dtype() : DType::Float32);
+        return to_numpy(src).attr("tolist")();
+      })
+      .def("view", [](const Tensor& t, const py::args& a) {
+        // t.view(dtype) reinterprets bytes in PyTorch; kiln supports the shape form only.
+        if (a.size() == 1 && py::isinstance<DType>(a[0])) {
+          throw py::type_error("view(dtype) is not supported; use .to(dtype) to convert");
+        }
+        return t.view(shape_args(a));
+      })
+      .def("reshape", [](const Tensor& t, const py::args& a) { return t.reshape(shape_args(a)); })
+      .def("permute", [](const Tensor& t, const py::args& a) { return t.permute(shape_args(a)); })
+      .def("transpose", &Tensor::transpose)
+      .def("t", &Tensor::t)
+      .def("expand", [](const Tensor& t, const py::args& a) { return t.expand(shape_args(a)); })
+      .def("expand_as", &Tensor::expand_as)
+      .def("narrow", &Tensor::narrow)
+      .def("select", &Tensor::select)
+      .def("squeeze", [](const Tensor& t, std::optional<int64_t> d) { return d ? t.squeeze(*d) : t.squeeze(); },
+           py::arg("dim") = py::none())
+      .def("unsqueeze", &Tensor::unsqueeze)
+      .def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1)
+      .def("unflatten", &Tensor::unflatten)
+      .def("movedim", &Tensor::movedim)
+      .def("as_strided", [](const Tensor& t, const py::object& size, const py::object& stride,
+                            std::optional<int64_t> offset) { return t.as_strided(to_shape(size), to_shape(stride), offset); },
+           py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none())
+      .def("__getitem__", &index_tensor)
+      .def("__setitem__", [](const Tensor& t, const py::handle& key, const py::object& value) {
+        Tensor dst = index_tensor(t, key);
+        if (py::isinstance<Tensor>(value)) {
+          dst.copy_(value.cast<Tensor>());
+        } else {
+          dst.fill_(to_scalar(value));
+        }
+      })
+      .def("__len__", [](const Tensor& t) {
+        if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
+        return t.size(0);
+      })
+      .def("__repr__", &Tensor::str)
+      .def("__bool__", [](const Tensor& t) {
+        if (t.numel() != 1) {
+          throw py::value_error("Boolean value of Tensor with more than one value is ambiguous");
+        }
+        return t.item().to_bool();
+      })
+      .def("__float__", [](const Tensor& t) { return t.item().to_double(); })
+      .def("__int__", [](const Tensor& t) { return t.item().to_int64(); })
+      .def("__index__", [](const Tensor& t) {
+        if (!is_integral(t.dtype(), true) || t.numel() != 1) {
+          throw py::type_error("only integer tensors of a single element can be converted to an index");
+        }
+        return t.item().to_int64();
+      });
+  m.def("from_numpy", &from_numpy, py::arg("ndarray"));
+}
+
+}  // namespace kiln::python
