@@ -2,6 +2,8 @@
 // and element access for printing.
 #include <complex>
 
+#include <fmt/core.h>
+
 #include "backend/cpu/loops.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
@@ -90,7 +92,13 @@ namespace {
 void print_recursive(const Tensor& t, Shape& index, std::string& out) {
   int64_t d = static_cast<int64_t>(index.size());
   if (d == t.dim()) {
-    out += t.at(index).str();
+    Scalar v = t.at(index);
+    // Narrower floats print at their own precision (shortest round-trip form).
+    if (v.is_floating() && t.dtype() != DType::Float64) {
+      out += fmt::format("{}", static_cast<float>(v.to_double()));
+    } else {
+      out += v.str();
+    }
     return;
   }
   out += "[";
