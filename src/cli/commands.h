@@ -20,5 +20,6 @@ struct Command {
 using CommandList = std::vector<Command>;
 
 void register_doctor_command(CLI::App& app, CommandList& commands);
+void register_bench_command(CLI::App& app, CommandList& commands);
 
 }  // namespace kiln::cli

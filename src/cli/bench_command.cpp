@@ -1,0 +1,45 @@
+// `kiln bench [--filter NAME] [--quick]`: every registered suite, one table, with the
+// memory roofline measured in the same run (before and after the suites).
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "cli/bench/harness.h"
+#include "cli/commands.h"
+#include "kiln/runtime.h"
+#include "kiln/thread_pool.h"
+
+namespace kiln::cli {
+
+void register_bench_command(CLI::App& app, CommandList& commands) {
+  CLI::App* cmd = app.add_subcommand("bench", "Benchmark kiln's kernels against this machine's memory roofline");
+  auto filter = std::make_shared<std::string>();
+  auto quick = std::make_shared<bool>(false);
+  cmd->add_option("--filter", *filter, "Run only suites whose name contains this text");
+  cmd->add_flag("--quick", *quick, "Fewer shapes and shorter timing");
+  commands.push_back({cmd, [filter, quick] {
+                        ThreadPool& pool = default_thread_pool();
+                        size_t probe_bytes = *quick ? size_t{64} << 20 : 0;
+                        BandwidthResult before = measure_memory_bandwidth(pool, probe_bytes, *quick ? 3 : 7);
+                        bench::Table table(before.read_gbps_all);
+                        int ran = 0;
+                        for (const bench::Suite& s : bench::registry()) {
+                          if (!filter->empty() && s.name.find(*filter) == std::string::npos) continue;
+                          s.run(pool, table, *quick);
+                          ++ran;
+                        }
+                        BandwidthResult after = measure_memory_bandwidth(pool, probe_bytes, *quick ? 3 : 7);
+                        fmt::print("roofline: {:.1f} GB/s read with {} threads before the suites, {:.1f} GB/s after "
+                                   "(fractions use the first)\n\n",
+                                   before.read_gbps_all, before.threads, after.read_gbps_all);
+                        fmt::print("{}", table.format());
+                        if (ran == 0) {
+                          fmt::print(stderr, "kiln bench: no suite matches '{}'\n", *filter);
+                          return 2;
+                        }
+                        return 0;
+                      }});
+}
+
+}  // namespace kiln::cli
