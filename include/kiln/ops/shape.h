@@ -1,0 +1,46 @@
+// Joining and splitting tensors: torch.cat, stack, split, split_with_sizes, chunk,
+// tensor_split, unbind and flip, with PyTorch's shape and dtype rules.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// torch.cat. The result dtype promotes across all inputs (torch.result_type). PyTorch's
+// legacy rule applies: 1-D tensors of size [0] are skipped for the shape checks and the
+// copy (they still take part in dtype promotion). Every other input must have the same
+// number of dims and the same sizes outside `dim`; errors name the tensor's position.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+// torch.stack: inserts a new dim at `dim` (in [-ndim-1, ndim]) and concatenates along it.
+// All inputs must have equal shapes; dtypes promote as in cat.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+// The split family returns views of `t` (no copies).
+//
+// torch.split(t, split_size): pieces of split_size along dim, the last one smaller when
+// the size does not divide. split_size 0 is allowed only for an empty dim.
+std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim = 0);
+// torch.split(t, [s0, s1, ...]) (ATen's split_with_sizes): sizes must be >= 0 and sum
+// to t.size(dim). A distinct name keeps split(t, {2}) from meaning two things in C++.
+std::vector<Tensor> split_with_sizes(const Tensor& t, const std::vector<int64_t>& split_sizes, int64_t dim = 0);
+// torch.chunk: pieces of ceil(size / chunks); may return fewer than `chunks` pieces,
+// except that an empty dim gives `chunks` empty pieces.
+std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);
+// torch.tensor_split(t, sections): exactly `sections` pieces, the first size % sections
+// of them one element longer.
+std::vector<Tensor> tensor_split(const Tensor& t, int64_t sections, int64_t dim = 0);
+// torch.tensor_split(t, [i0, i1, ...]): t[:i0], t[i0:i1], ..., t[ik:] along dim, with
+// Python slicing (negative indices count from the end, out-of-range ones clamp).
+std::vector<Tensor> tensor_split_indices(const Tensor& t, const std::vector<int64_t>& indices, int64_t dim = 0);
+// torch.unbind: the slices t.select(dim, i) for every i.
+std::vector<Tensor> unbind(const Tensor& t, int64_t dim = 0);
+
+// torch.flip: a copy with the order of elements reversed along each of `dims`
+// (repeated dims are an error, as in PyTorch).
+Tensor flip(const Tensor& t, const std::vector<int64_t>& dims);
+
+}  // namespace kiln

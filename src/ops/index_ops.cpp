@@ -1,0 +1,333 @@
+// Front ends for the indexing ops: PyTorch's checks and error messages, output
+// allocation, then one call into backend/cpu (gather_kernels, scatter_kernels,
+// masked_kernels).
+#include "kiln/ops/index.h"
+
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/index_kernels.h"
+#include "backend/cpu/loops.h"
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/thread_pool.h"
+#include "kiln/type_promotion.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+
+namespace {
+
+void check_index_dtype(const Tensor& index, const char* op) {
+  KILN_CHECK_KIND(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, Type, op,
+                  "Expected dtype int32 or int64 for index, got {}", dtype_name(index.dtype()));
+}
+
+void check_rank(const Tensor& t, const char* op) {
+  KILN_CHECK(t.dim() <= cpu::kMaxLoopDims, op, "tensors with more than {} dims are not supported (got {})",
+             cpu::kMaxLoopDims, t.dim());
+}
+
+// 0-dim tensors act as 1-D of one element in gather/scatter (PyTorch's ensure_nonempty_dim).
+Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
+
+// The values of a 1-D or 0-D index tensor, each checked to lie in [0, size). Indices
+// are never wrapped: PyTorch rejects negative ones in these ops.
+std::vector<int64_t> read_rows(const Tensor& index, int64_t size, const char* op) {
+  const int64_t n = index.numel();
+  const int64_t stride = index.dim() == 0 ? 0 : index.stride(0);
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  if (index.dtype() == DType::Int64) {
+    const int64_t* p = index.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) rows[i] = p[i * stride];
+  } else {
+    const int32_t* p = index.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i) rows[i] = p[i * stride];
+  }
+  for (int64_t v : rows) {
+    KILN_CHECK_KIND(v >= 0 && v < size, Index, op,
+                    "index out of range in self (index {} is not in [0, {}) for the indexed dimension)", v, size);
+  }
+  return rows;
+}
+
+// PyTorch refuses to write through a tensor whose elements share memory (an expanded
+// view), since the result would depend on the write order.
+void check_no_internal_overlap(const Tensor& self, const char* op) {
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    KILN_CHECK(self.size(d) <= 1 || self.stride(d) != 0, op,
+               "unsupported operation: more than one element of the written-to tensor refers to a single "
+               "memory location. Please clone() the tensor before performing the operation.");
+  }
+}
+
+// Byte range [lo, hi) a tensor's elements span in its storage (empty when numel is 0).
+std::pair<int64_t, int64_t> byte_span(const Tensor& t) {
+  if (t.numel() == 0) return {0, 0};
+  int64_t lo = t.storage_offset(), hi = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t span = (t.size(d) - 1) * t.stride(d);
+    if (span < 0) lo += span; else hi += span;
+  }
+  const int64_t esz = static_cast<int64_t>(t.element_size());
+  return {lo * esz, (hi + 1) * esz};
+}
+
+void check_no_overlap(const Tensor& self, const Tensor& other, const char* op) {
+  if (self.storage() != other.storage()) return;
+  const auto [a0, a1] = byte_span(self);
+  const auto [b0, b1] = byte_span(other);
+  KILN_CHECK(a1 <= b0 || b1 <= a0, op,
+             "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+             "single memory location. Please clone() the tensor before performing the operation.");
+}
+
+// PyTorch's checked conversion of a fill value: it must fit the target dtype.
+void check_fill_value(const Scalar& value, DType dt, const char* op) {
+  const auto fail_overflow = [&] {
+    fail(ErrorKind::Runtime, op, "value cannot be converted to type {} without overflow (got {})", dtype_name(dt),
+         value.str());
+  };
+  if (value.is_complex() && !is_complex(dt) && value.to_complex().imag() != 0) fail_overflow();
+  if (!is_integral(dt)) return;
+  const int bits = static_cast<int>(itemsize(dt)) * 8;
+  if (value.is_floating() || value.is_complex()) {
+    const double v = value.is_complex() ? value.to_complex().real() : value.to_double();
+    const double lo = is_unsigned(dt) ? 0.0 : -std::ldexp(1.0, bits - 1);
+    const double hi_exclusive = std::ldexp(1.0, is_unsigned(dt) ? bits : bits - 1);
+    if (!(v >= lo && v < hi_exclusive)) fail_overflow();  // NaN fails too
+    return;
+  }
+  if (value.tag() == Scalar::Tag::UInt) {
+    if (!is_unsigned(dt) || bits < 64) fail_overflow();  // above INT64_MAX
+    return;
+  }
+  const int64_t v = value.to_int64();
+  if (is_unsigned(dt)) {
+    if (v < 0 || (bits < 64 && v > static_cast<int64_t>((uint64_t{1} << bits) - 1))) fail_overflow();
+  } else if (bits < 64) {
+    const int64_t bound = int64_t{1} << (bits - 1);
+    if (v < -bound || v >= bound) fail_overflow();
+  }
+}
+
+Scalar value_from_tensor(const Tensor& value, const char* op) {
+  check_defined(value, op, "value");
+  KILN_CHECK(value.dim() == 0, op,
+             "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with {} dimension(s).",
+             value.dim());
+  return value.item();
+}
+
+void check_bool_mask(const Tensor& mask, const char* op) {
+  check_defined(mask, op, "mask");
+  KILN_CHECK_KIND(mask.dtype() == DType::Bool, Type, op, "expected a bool mask, but got mask with dtype {}",
+                  dtype_name(mask.dtype()));
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
+  check_defined(input, "index_select", "input");
+  check_defined(index, "index_select", "index");
+  check_index_dtype(index, "index_select");
+  check_rank(input, "index_select");
+  KILN_CHECK_KIND(index.dim() <= 1, Index, "index_select", "Index is supposed to be a vector, got {}-D index",
+                  index.dim());
+  dim = wrap_dim(dim, input.dim(), "index_select");
+  if (input.dim() == 0) {
+    KILN_CHECK_KIND(index.numel() == 1, Index, "index_select",
+                    "Index to scalar can have only 1 value, got {} value(s)", index.numel());
+    read_rows(index, 1, "index_select");
+    return input.clone();
+  }
+  const std::vector<int64_t> rows = read_rows(index, input.size(dim), "index_select");
+  Shape out_shape = input.sizes();
+  out_shape[dim] = static_cast<int64_t>(rows.size());
+  Tensor out = empty(out_shape, input.dtype());
+  cpu::index_select_rows(default_thread_pool(), out, input, dim, rows);
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  check_defined(weight, "embedding", "weight");
+  check_defined(indices, "embedding", "indices");
+  KILN_CHECK(weight.dim() == 2, "embedding", "'weight' must be 2-D, got {}-D weight of shape {}", weight.dim(),
+             weight.shape_str());
+  KILN_CHECK_KIND(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, Type, "embedding",
+                  "Expected tensor for argument #1 'indices' to have one of the following scalar types: int64, "
+                  "int32; but got {} instead",
+                  dtype_name(indices.dtype()));
+  const int64_t num_embeddings = weight.size(0);
+  if (padding_idx) {
+    KILN_CHECK_KIND(*padding_idx < num_embeddings && *padding_idx >= -num_embeddings, Value, "embedding",
+                    "Padding_idx must be within num_embeddings (got padding_idx={} for {} embeddings)", *padding_idx,
+                    num_embeddings);
+  }
+  check_rank(indices, "embedding");
+  const std::vector<int64_t> rows = read_rows(indices.reshape({-1}), num_embeddings, "embedding");
+  Shape out_shape = indices.sizes();
+  out_shape.push_back(weight.size(1));
+  Tensor out = empty(out_shape, weight.dtype());
+  cpu::index_select_rows(default_thread_pool(), out.view({static_cast<int64_t>(rows.size()), weight.size(1)}), weight,
+                         0, rows);
+  return out;
+}
+
+Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
+  check_defined(input, "gather", "input");
+  check_defined(index, "gather", "index");
+  check_index_dtype(index, "gather");
+  check_rank(input, "gather");
+  dim = wrap_dim(dim, input.dim(), "gather");
+  const Tensor in1 = at_least_1d(input), index1 = at_least_1d(index);
+  Tensor out = empty(index.sizes(), input.dtype());
+  if (index.numel() == 0) return out;
+  KILN_CHECK(in1.dim() == index1.dim(), "gather",
+             "Index tensor must have the same number of dimensions as input tensor (index {}, input {})",
+             index.shape_str(), input.shape_str());
+  for (int64_t d = 0; d < in1.dim(); ++d) {
+    KILN_CHECK(d == dim || index1.size(d) <= in1.size(d), "gather",
+               "Size does not match at dimension {} expected index {} to be no larger than self {} apart from "
+               "dimension {}",
+               d, index.shape_str(), input.shape_str(), dim);
+  }
+  cpu::gather(default_thread_pool(), at_least_1d(out), in1, dim, index1);
+  return out;
+}
+
+Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_defined(self, "scatter_add_", "self");
+  check_defined(index, "scatter_add_", "index");
+  check_defined(src, "scatter_add_", "src");
+  check_index_dtype(index, "scatter_add_");
+  check_rank(self, "scatter_add_");
+  KILN_CHECK_KIND(self.dtype() == src.dtype(), Type, "scatter_add_",
+                  "Expected self.dtype to be equal to src.dtype (got {} and {})", dtype_name(self.dtype()),
+                  dtype_name(src.dtype()));
+  dim = wrap_dim(dim, self.dim(), "scatter_add_");
+  if (index.numel() == 0) return self;
+  const Tensor self1 = at_least_1d(self), index1 = at_least_1d(index), src1 = at_least_1d(src);
+  KILN_CHECK(index1.dim() == self1.dim(), "scatter_add_",
+             "Index tensor must have the same number of dimensions as self tensor (index {}, self {})",
+             index.shape_str(), self.shape_str());
+  KILN_CHECK(src1.dim() == self1.dim(), "scatter_add_",
+             "Index tensor must have the same number of dimensions as src tensor (index {}, src {})",
+             index.shape_str(), src.shape_str());
+  bool fits = true;
+  for (int64_t d = 0; d < self1.dim(); ++d) {
+    fits = fits && index1.size(d) <= src1.size(d) && (d == dim || index1.size(d) <= self1.size(d));
+  }
+  KILN_CHECK(fits, "scatter_add_",
+             "Expected index {} to be smaller than self {} apart from dimension {} and to be smaller size than "
+             "src {}",
+             index.shape_str(), self.shape_str(), dim, src.shape_str());
+  check_no_internal_overlap(self, "scatter_add_");
+  check_no_overlap(self, index, "scatter_add_");
+  check_no_overlap(self, src, "scatter_add_");
+  cpu::scatter_add(default_thread_pool(), self1, dim, index1, src1, Scalar(int64_t{1}));
+  return self;
+}
+
+Tensor scatter_add(const Tensor& input, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_defined(input, "scatter_add", "input");
+  return scatter_add_(input.clone(), dim, index, src);
+}
+
+Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  check_defined(self, "index_add_", "self");
+  check_defined(index, "index_add_", "index");
+  check_defined(source, "index_add_", "source");
+  check_index_dtype(index, "index_add_");
+  check_rank(self, "index_add_");
+  KILN_CHECK_KIND(index.dim() <= 1, Index, "index_add_", "Index is supposed to be a vector, got {}-D index",
+                  index.dim());
+  KILN_CHECK_KIND(self.dtype() == source.dtype(), Type, "index_add_",
+                  "self ({}) and source ({}) must have the same scalar type", dtype_name(self.dtype()),
+                  dtype_name(source.dtype()));
+  // PyTorch's alpha_check.
+  KILN_CHECK_KIND(!alpha.is_bool() || self.dtype() == DType::Bool, Type, "index_add_",
+                  "Boolean alpha only supported for Boolean results.");
+  KILN_CHECK_KIND(is_floating(self.dtype()) || is_complex(self.dtype()) || alpha.is_integral() || alpha.is_bool(),
+                  Type, "index_add_",
+                  "For integral input tensors, argument alpha must not be a floating point number (got {}).",
+                  alpha.str());
+  KILN_CHECK_KIND(is_complex(self.dtype()) || !alpha.is_complex(), Type, "index_add_",
+                  "For non-complex input tensors, argument alpha must not be a complex number (got {}).", alpha.str());
+  dim = wrap_dim(dim, self.dim(), "index_add_");
+  const Tensor self1 = at_least_1d(self), source1 = at_least_1d(source);
+  KILN_CHECK_KIND(dim < source1.dim(), Index, "index_add_", "Indexing dim {} is out of bounds of tensor", dim);
+  KILN_CHECK(index.numel() == source1.size(dim), "index_add_",
+             "Number of indices ({}) should be equal to source.size(dim) ({})", index.numel(), source1.size(dim));
+  Shape self_slice = self1.sizes(), source_slice = source1.sizes();
+  self_slice.erase(self_slice.begin() + dim);
+  source_slice.erase(source_slice.begin() + dim);
+  KILN_CHECK(self_slice == source_slice, "index_add_",
+             "Source/destination tensor must have same slice shapes. Destination slice shape: {} at dimension {} "
+             "and source slice shape: {} at dimension {}.",
+             shape_to_string(self_slice), dim, shape_to_string(source_slice), dim);
+  read_rows(index, self1.size(dim), "index_add_");
+  check_no_internal_overlap(self, "index_add_");
+  check_no_overlap(self, index, "index_add_");
+  check_no_overlap(self, source, "index_add_");
+  // index_add is a scatter_add whose index is index[j] broadcast over every position
+  // outside `dim`: a stride-0 view, no copy.
+  const Tensor index1 = at_least_1d(index);
+  Shape broadcast_strides(static_cast<size_t>(source1.dim()), 0);
+  broadcast_strides[dim] = index1.stride(0);
+  cpu::scatter_add(default_thread_pool(), self1, dim, index1.as_strided(source1.sizes(), broadcast_strides), source1,
+                   alpha);
+  return self;
+}
+
+Tensor index_add(const Tensor& input, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  check_defined(input, "index_add", "input");
+  return index_add_(input.clone(), dim, index, source, alpha);
+}
+
+Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  check_defined(self, "masked_fill_", "self");
+  check_bool_mask(mask, "masked_fill_");
+  check_rank(self, "masked_fill_");
+  const Shape shape = broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill_");
+  KILN_CHECK(shape == self.sizes(), "masked_fill_", "mask of shape {} cannot be broadcast to self of shape {}",
+             mask.shape_str(), self.shape_str());
+  check_fill_value(value, self.dtype(), "masked_fill_");
+  check_no_internal_overlap(self, "masked_fill_");
+  check_no_overlap(self, mask, "masked_fill_");
+  const Tensor fill = scalar_tensor(value, self.dtype());
+  cpu::masked_fill(default_thread_pool(), self, self, mask.expand(shape), fill.data_ptr());
+  return self;
+}
+
+Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  return masked_fill_(self, mask, value_from_tensor(value, "masked_fill_"));
+}
+
+Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value) {
+  check_defined(input, "masked_fill", "input");
+  check_bool_mask(mask, "masked_fill");
+  const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_fill");
+  KILN_CHECK(static_cast<int64_t>(shape.size()) <= cpu::kMaxLoopDims, "masked_fill",
+             "tensors with more than {} dims are not supported (got {})", cpu::kMaxLoopDims, shape.size());
+  check_fill_value(value, input.dtype(), "masked_fill");
+  const Tensor fill = scalar_tensor(value, input.dtype());
+  Tensor out = empty(shape, input.dtype());
+  cpu::masked_fill(default_thread_pool(), out, input.expand(shape), mask.expand(shape), fill.data_ptr());
+  return out;
+}
+
+Tensor masked_fill(const Tensor& input, const Tensor& mask, const Tensor& value) {
+  return masked_fill(input, mask, value_from_tensor(value, "masked_fill"));
+}
+
+Tensor masked_select(const Tensor& input, const Tensor& mask) {
+  check_defined(input, "masked_select", "input");
+  check_bool_mask(mask, "masked_select");
+  const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_select");
+  KILN_CHECK(static_cast<int64_t>(shape.size()) <= cpu::kMaxLoopDims, "masked_select",
+             "tensors with more than {} dims are not supported (got {})", cpu::kMaxLoopDims, shape.size());
+  return cpu::masked_select(default_thread_pool(), input.expand(shape), mask.expand(shape));
+}
+
+}  // namespace kiln
