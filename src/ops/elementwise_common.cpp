@@ -1,0 +1,214 @@
+#include "ops/elementwise_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "backend/cpu/loops.h"
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/thread_pool.h"
+#include "kiln/type_promotion.h"
+
+namespace kiln::elementwise {
+
+Tensor scalar_operand(const Scalar& value, DType dtype) { return scalar_tensor(value, dtype); }
+
+cpu::KernelScalar kernel_scalar(const Scalar& value) {
+  cpu::KernelScalar k;
+  k.f = value.to_double();
+  k.i = value.tag() == Scalar::Tag::UInt ? static_cast<int64_t>(value.to_uint64()) : value.to_int64();
+  k.c = value.to_complex();
+  return k;
+}
+
+cpu::KernelScalar negated(const cpu::KernelScalar& value) {
+  cpu::KernelScalar k;
+  k.f = -value.f;
+  k.i = static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(value.i));
+  k.c = -value.c;
+  return k;
+}
+
+namespace {
+
+// Whether the Scalar converts to T under c10's checked conversion (compared as
+// integers). Like c10::overflows, an unsigned T also takes negatives down to -max,
+// which wrap (two's complement): that is what lets uint8 a - b run as a + 255 * b.
+template <typename T>
+bool fits(const Scalar& v) {
+  if (v.is_bool()) return true;
+  if (v.tag() == Scalar::Tag::UInt) return v.to_uint64() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  if (v.is_integral()) {
+    const int64_t i = v.to_int64();
+    if constexpr (std::is_unsigned_v<T>) {
+      const auto max = static_cast<uint64_t>(std::numeric_limits<T>::max());
+      return i >= 0 ? static_cast<uint64_t>(i) <= max : uint64_t{0} - static_cast<uint64_t>(i) <= max;
+    } else {
+      return i >= std::numeric_limits<T>::lowest() && i <= std::numeric_limits<T>::max();
+    }
+  }
+  // A float scalar cannot reach an integer result (promotion makes it float), except
+  // through alpha, which add rejects before this.
+  return true;
+}
+
+}  // namespace
+
+void check_scalar_fits(const char* op, const Scalar& value, DType dtype) {
+  bool ok = true;
+  switch (dtype) {
+    case DType::UInt8: ok = fits<uint8_t>(value); break;
+    case DType::UInt16: ok = fits<uint16_t>(value); break;
+    case DType::UInt32: ok = fits<uint32_t>(value); break;
+    case DType::UInt64: ok = fits<uint64_t>(value); break;
+    case DType::Int8: ok = fits<int8_t>(value); break;
+    case DType::Int16: ok = fits<int16_t>(value); break;
+    case DType::Int32: ok = fits<int32_t>(value); break;
+    default: break;  // int64 holds every integral Scalar but UInt, which promotes to uint64
+  }
+  if (!ok) {
+    fail(ErrorKind::Runtime, op, "value cannot be converted to type {} without overflow: {}", dtype_name(dtype),
+         value.str());
+  }
+}
+
+const char* torch_type_name(DType t) {
+  switch (t) {
+    case DType::Bool: return "Bool";
+    case DType::UInt8: return "Byte";
+    case DType::UInt16: return "UInt16";
+    case DType::UInt32: return "UInt32";
+    case DType::UInt64: return "UInt64";
+    case DType::Int8: return "Char";
+    case DType::Int16: return "Short";
+    case DType::Int32: return "Int";
+    case DType::Int64: return "Long";
+    case DType::Float16: return "Half";
+    case DType::BFloat16: return "BFloat16";
+    case DType::Float32: return "Float";
+    case DType::Float64: return "Double";
+    case DType::Complex64: return "ComplexFloat";
+    case DType::Complex128: return "ComplexDouble";
+    case DType::Float8_e4m3fn: return "Float8_e4m3fn";
+    case DType::Float8_e5m2: return "Float8_e5m2";
+  }
+  return "?";
+}
+
+namespace {
+
+template <typename Kernel>
+Kernel checked(Kernel k, const char* op, DType dtype) {
+  if (k != nullptr) return k;
+  if (is_complex(dtype)) fail(ErrorKind::NotImplemented, op, "not implemented for complex tensors (got {})", dtype_name(dtype));
+  fail(ErrorKind::Type, op, "not supported for {} tensors", dtype_name(dtype));
+}
+
+}  // namespace
+
+cpu::UnaryKernel require_kernel(const char* op, cpu::UnaryOp kop, DType compute, DType dtype) {
+  return checked(cpu::unary_kernel(kop, compute), op, dtype);
+}
+cpu::BinaryKernel require_kernel(const char* op, cpu::BinaryOp kop, DType compute, DType dtype) {
+  return checked(cpu::binary_kernel(kop, compute), op, dtype);
+}
+cpu::TernaryKernel require_kernel(const char* op, cpu::TernaryOp kop, DType compute, DType dtype) {
+  return checked(cpu::ternary_kernel(kop, compute), op, dtype);
+}
+
+void check_floating(const char* op, DType dtype, bool allow_complex) {
+  if (is_floating(dtype) || (allow_complex && is_complex(dtype))) return;
+  check_not_complex(op, dtype);
+  fail(ErrorKind::Type, op, "expected a floating-point tensor, got {}", dtype_name(dtype));
+}
+
+void check_not_complex(const char* op, DType dtype) {
+  if (is_complex(dtype)) fail(ErrorKind::NotImplemented, op, "not implemented for complex tensors (got {})", dtype_name(dtype));
+}
+
+void run_unary(const Tensor& out, DType out_compute, const Tensor& in, DType in_compute, cpu::UnaryKernel kernel,
+               const cpu::KernelArgs& args) {
+  const Tensor x = in.expand(out.sizes());
+  cpu::elementwise_loop<1>(default_thread_pool(), out, out_compute, {&x}, {in_compute},
+                           [&](char* o, const char* a, int64_t n) { kernel(o, a, n, args); });
+}
+
+void run_binary(const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b, DType in_compute,
+                cpu::BinaryKernel kernel, const cpu::KernelArgs& args) {
+  const Tensor x = a.expand(out.sizes());
+  const Tensor y = b.expand(out.sizes());
+  cpu::elementwise_loop<2>(default_thread_pool(), out, out_compute, {&x, &y}, {in_compute, in_compute},
+                           [&](char* o, const char* p, const char* q, int64_t n) { kernel(o, p, q, n, args); });
+}
+
+void run_ternary(const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b, const Tensor& c,
+                 const std::array<DType, 3>& in_compute, cpu::TernaryKernel kernel, const cpu::KernelArgs& args) {
+  const Tensor x = a.expand(out.sizes());
+  const Tensor y = b.expand(out.sizes());
+  const Tensor z = c.expand(out.sizes());
+  cpu::elementwise_loop<3>(default_thread_pool(), out, out_compute, {&x, &y, &z}, in_compute,
+                           [&](char* o, const char* p, const char* q, const char* r, int64_t n) {
+                             kernel(o, p, q, r, n, args);
+                           });
+}
+
+bool can_cast(DType from, DType to) {
+  if (is_complex(from) && !is_complex(to)) return false;
+  if (is_floating(from) && is_integral(to)) return false;
+  if (from != DType::Bool && to == DType::Bool) return false;
+  return true;
+}
+
+namespace {
+
+// [first, last] byte addresses an n-element view touches (n > 0).
+std::pair<uintptr_t, uintptr_t> byte_range(const Tensor& t) {
+  auto lo = reinterpret_cast<uintptr_t>(t.data_ptr());
+  uintptr_t hi = lo;
+  const auto item = static_cast<intptr_t>(t.element_size());
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const intptr_t span = static_cast<intptr_t>(t.size(d) - 1) * t.stride(d) * item;
+    if (span < 0) lo += span; else hi += span;
+  }
+  return {lo, hi + t.element_size() - 1};
+}
+
+bool has_internal_overlap(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1 && t.stride(d) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result) {
+  if (!can_cast(result, self.dtype())) {
+    fail(ErrorKind::Runtime, op, "result type {} can't be cast to the desired output type {}", torch_type_name(result),
+         torch_type_name(self.dtype()));
+  }
+  const Shape shape = broadcast_shapes(self.sizes(), other.sizes(), op);
+  if (shape != self.sizes()) {
+    fail(ErrorKind::Runtime, op, "output with shape {} doesn't match the broadcast shape {}", self.shape_str(),
+         shape_to_string(shape));
+  }
+  if (has_internal_overlap(self)) {
+    fail(ErrorKind::Runtime, op, "unsupported operation: more than one element of the written-to tensor refers to a "
+         "single memory location. Please clone() the tensor before performing the operation.");
+  }
+  if (self.numel() == 0 || other.numel() == 0 || self.storage() != other.storage()) return;
+  const bool same_view = self.data_ptr() == other.data_ptr() && self.sizes() == other.sizes() &&
+                         self.strides() == other.strides() && self.dtype() == other.dtype();
+  if (same_view) return;
+  const auto [a_lo, a_hi] = byte_range(self);
+  const auto [b_lo, b_hi] = byte_range(other);
+  if (a_lo <= b_hi && b_lo <= a_hi) {
+    fail(ErrorKind::Runtime, op, "unsupported operation: some elements of the input tensor and the written-to tensor "
+         "refer to a single memory location. Please clone() the tensor before performing the operation.");
+  }
+}
+
+}  // namespace kiln::elementwise

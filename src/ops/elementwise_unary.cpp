@@ -1,0 +1,119 @@
+// Unary elementwise ops: abs/neg/sign, the float-valued functions (exp, log, sqrt,
+// sigmoid, ...), the activations (silu, gelu, softplus, relu) and the roundings.
+#include <string_view>
+
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/elementwise.h"
+#include "ops/elementwise_common.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+
+namespace ew = elementwise;
+using cpu::UnaryOp;
+
+namespace {
+
+// out = op(x) in dtype `result`, computed in compute_dtype(result) (integer inputs are
+// converted to it by the engine). x is defined (the callers check).
+Tensor apply_unary(const char* name, UnaryOp op, const Tensor& x, DType result, const cpu::KernelArgs& args = {}) {
+  const DType compute = compute_dtype(result);
+  const cpu::UnaryKernel kernel = ew::require_kernel(name, op, compute, x.dtype());
+  Tensor out = empty(x.sizes(), result);
+  ew::run_unary(out, compute, x, compute, kernel, args);
+  return out;
+}
+
+// A float-valued function: integer and bool inputs give float32.
+Tensor float_unary(const char* name, UnaryOp op, const Tensor& x) {
+  check_defined(x, name, "input");
+  return apply_unary(name, op, x, float_result_dtype(x.dtype()));
+}
+
+// An op that keeps the dtype and has no meaning for bool (PyTorch has no bool kernel).
+Tensor same_dtype_no_bool(const char* name, UnaryOp op, const Tensor& x) {
+  check_defined(x, name, "input");
+  KILN_CHECK_KIND(x.dtype() != DType::Bool, Type, name, "not supported for bool tensors");
+  return apply_unary(name, op, x, x.dtype());
+}
+
+// An activation of torch.nn.functional: floating-point input only.
+Tensor activation(const char* name, UnaryOp op, const Tensor& x, const cpu::KernelArgs& args = {}) {
+  check_defined(x, name, "input");
+  ew::check_floating(name, x.dtype());
+  return apply_unary(name, op, x, x.dtype(), args);
+}
+
+}  // namespace
+
+Tensor abs(const Tensor& x) {
+  check_defined(x, "abs", "input");
+  KILN_CHECK_KIND(x.dtype() != DType::Bool, Type, "abs", "not supported for bool tensors");
+  if (!is_complex(x.dtype())) return apply_unary("abs", UnaryOp::Abs, x, x.dtype());
+  // |z| is real: the kernel reads complex and writes the real dtype.
+  const DType real = to_real(x.dtype());
+  const cpu::UnaryKernel kernel = ew::require_kernel("abs", UnaryOp::Abs, x.dtype(), x.dtype());
+  Tensor out = empty(x.sizes(), real);
+  ew::run_unary(out, real, x, x.dtype(), kernel);
+  return out;
+}
+
+Tensor neg(const Tensor& x) {
+  check_defined(x, "neg", "input");
+  KILN_CHECK(x.dtype() != DType::Bool, "neg",
+             "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+             "use the `~` or `logical_not()` operator instead.");
+  return apply_unary("neg", UnaryOp::Neg, x, x.dtype());
+}
+
+Tensor sign(const Tensor& x) {
+  check_defined(x, "sign", "input");
+  KILN_CHECK(!is_complex(x.dtype()), "sign",
+             "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.");
+  return apply_unary("sign", UnaryOp::Sign, x, x.dtype());
+}
+
+Tensor square(const Tensor& x) {
+  check_defined(x, "square", "input");
+  return pow(x, Scalar(int64_t{2}));
+}
+
+Tensor exp(const Tensor& x) { return float_unary("exp", UnaryOp::Exp, x); }
+Tensor exp2(const Tensor& x) { return float_unary("exp2", UnaryOp::Exp2, x); }
+Tensor expm1(const Tensor& x) { return float_unary("expm1", UnaryOp::Expm1, x); }
+Tensor log(const Tensor& x) { return float_unary("log", UnaryOp::Log, x); }
+Tensor log2(const Tensor& x) { return float_unary("log2", UnaryOp::Log2, x); }
+Tensor log1p(const Tensor& x) { return float_unary("log1p", UnaryOp::Log1p, x); }
+Tensor sqrt(const Tensor& x) { return float_unary("sqrt", UnaryOp::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return float_unary("rsqrt", UnaryOp::Rsqrt, x); }
+Tensor reciprocal(const Tensor& x) { return float_unary("reciprocal", UnaryOp::Reciprocal, x); }
+Tensor sin(const Tensor& x) { return float_unary("sin", UnaryOp::Sin, x); }
+Tensor cos(const Tensor& x) { return float_unary("cos", UnaryOp::Cos, x); }
+Tensor tanh(const Tensor& x) { return float_unary("tanh", UnaryOp::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return float_unary("sigmoid", UnaryOp::Sigmoid, x); }
+
+Tensor silu(const Tensor& x) { return activation("silu", UnaryOp::Silu, x); }
+
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  if (approximate == "none") return activation("gelu", UnaryOp::Gelu, x);
+  if (approximate == "tanh") return activation("gelu", UnaryOp::GeluTanh, x);
+  fail(ErrorKind::Value, "gelu", "approximate argument must be either none or tanh (got '{}')", approximate);
+}
+
+Tensor softplus(const Tensor& x, const Scalar& beta, const Scalar& threshold) {
+  KILN_CHECK_KIND(!beta.is_complex() && !threshold.is_complex(), Type, "softplus",
+                  "beta and threshold must be real numbers (got {} and {})", beta.str(), threshold.str());
+  cpu::KernelArgs args;
+  args.beta = ew::kernel_scalar(beta);
+  args.threshold = ew::kernel_scalar(threshold);
+  return activation("softplus", UnaryOp::Softplus, x, args);
+}
+
+Tensor relu(const Tensor& x) { return same_dtype_no_bool("relu", UnaryOp::Relu, x); }
+Tensor floor(const Tensor& x) { return same_dtype_no_bool("floor", UnaryOp::Floor, x); }
+Tensor ceil(const Tensor& x) { return same_dtype_no_bool("ceil", UnaryOp::Ceil, x); }
+Tensor round(const Tensor& x) { return same_dtype_no_bool("round", UnaryOp::Round, x); }
+Tensor trunc(const Tensor& x) { return same_dtype_no_bool("trunc", UnaryOp::Trunc, x); }
+
+}  // namespace kiln
