@@ -36,6 +36,9 @@ enum class DTypeKind : uint8_t { Bool, Unsigned, Signed, Float, Complex };
 std::string_view dtype_name(DType t);
 size_t itemsize(DType t);
 DTypeKind dtype_kind(DType t);
+// PyTorch's C++ ScalarType name ("Long", "Float", "BFloat16", ...), which PyTorch's
+// error messages print ("... not implemented for 'Long'").
+std::string_view torch_type_name(DType t);
 // Parses a name as dtype_name prints it, plus PyTorch's aliases ("float", "half",
 // "bf16", "fp8", "int", "long", ...). Throws kiln::Error for an unknown name.
 DType dtype_from_name(std::string_view name);

@@ -12,26 +12,27 @@ struct DTypeInfo {
   std::string_view name;
   size_t size;
   DTypeKind kind;
+  std::string_view torch_name;
 };
 
 constexpr std::array<DTypeInfo, kNumDTypes> kInfo = {{
-    {"bool", 1, DTypeKind::Bool},
-    {"uint8", 1, DTypeKind::Unsigned},
-    {"uint16", 2, DTypeKind::Unsigned},
-    {"uint32", 4, DTypeKind::Unsigned},
-    {"uint64", 8, DTypeKind::Unsigned},
-    {"int8", 1, DTypeKind::Signed},
-    {"int16", 2, DTypeKind::Signed},
-    {"int32", 4, DTypeKind::Signed},
-    {"int64", 8, DTypeKind::Signed},
-    {"float16", 2, DTypeKind::Float},
-    {"bfloat16", 2, DTypeKind::Float},
-    {"float32", 4, DTypeKind::Float},
-    {"float64", 8, DTypeKind::Float},
-    {"complex64", 8, DTypeKind::Complex},
-    {"complex128", 16, DTypeKind::Complex},
-    {"float8_e4m3fn", 1, DTypeKind::Float},
-    {"float8_e5m2", 1, DTypeKind::Float},
+    {"bool", 1, DTypeKind::Bool, "Bool"},
+    {"uint8", 1, DTypeKind::Unsigned, "Byte"},
+    {"uint16", 2, DTypeKind::Unsigned, "UInt16"},
+    {"uint32", 4, DTypeKind::Unsigned, "UInt32"},
+    {"uint64", 8, DTypeKind::Unsigned, "UInt64"},
+    {"int8", 1, DTypeKind::Signed, "Char"},
+    {"int16", 2, DTypeKind::Signed, "Short"},
+    {"int32", 4, DTypeKind::Signed, "Int"},
+    {"int64", 8, DTypeKind::Signed, "Long"},
+    {"float16", 2, DTypeKind::Float, "Half"},
+    {"bfloat16", 2, DTypeKind::Float, "BFloat16"},
+    {"float32", 4, DTypeKind::Float, "Float"},
+    {"float64", 8, DTypeKind::Float, "Double"},
+    {"complex64", 8, DTypeKind::Complex, "ComplexFloat"},
+    {"complex128", 16, DTypeKind::Complex, "ComplexDouble"},
+    {"float8_e4m3fn", 1, DTypeKind::Float, "Float8_e4m3fn"},
+    {"float8_e5m2", 1, DTypeKind::Float, "Float8_e5m2"},
 }};
 
 const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
@@ -41,6 +42,7 @@ const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
 std::string_view dtype_name(DType t) { return info(t).name; }
 size_t itemsize(DType t) { return info(t).size; }
 DTypeKind dtype_kind(DType t) { return info(t).kind; }
+std::string_view torch_type_name(DType t) { return info(t).torch_name; }
 
 DType dtype_from_name(std::string_view name) {
   for (int i = 0; i < kNumDTypes; ++i) {

@@ -75,29 +75,6 @@ void check_scalar_fits(const char* op, const Scalar& value, DType dtype) {
   }
 }
 
-const char* torch_type_name(DType t) {
-  switch (t) {
-    case DType::Bool: return "Bool";
-    case DType::UInt8: return "Byte";
-    case DType::UInt16: return "UInt16";
-    case DType::UInt32: return "UInt32";
-    case DType::UInt64: return "UInt64";
-    case DType::Int8: return "Char";
-    case DType::Int16: return "Short";
-    case DType::Int32: return "Int";
-    case DType::Int64: return "Long";
-    case DType::Float16: return "Half";
-    case DType::BFloat16: return "BFloat16";
-    case DType::Float32: return "Float";
-    case DType::Float64: return "Double";
-    case DType::Complex64: return "ComplexFloat";
-    case DType::Complex128: return "ComplexDouble";
-    case DType::Float8_e4m3fn: return "Float8_e4m3fn";
-    case DType::Float8_e5m2: return "Float8_e5m2";
-  }
-  return "?";
-}
-
 namespace {
 
 template <typename Kernel>

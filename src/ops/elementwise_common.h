@@ -27,8 +27,6 @@ cpu::KernelScalar negated(const cpu::KernelScalar& value);
 // unsigned dtype takes negatives down to -max, which wrap). No-op for other dtypes.
 void check_scalar_fits(const char* op, const Scalar& value, DType dtype);
 
-// PyTorch's ScalarType name ("Float", "Long", ...), for messages that match PyTorch's.
-const char* torch_type_name(DType t);
 
 // The kernel for op on `compute` arrays; throws for a dtype the op does not support:
 // NotImplemented for complex, Type otherwise (`dtype` is the user-visible one).
