@@ -129,9 +129,19 @@ void elementwise_loop(ThreadPool& pool, const Tensor& out, DType out_compute,
     want[j + 1] = in_compute[j];
     have[j + 1] = ins[j]->dtype();
   }
+  // An input that is one value everywhere (a wrapped scalar or a fully expanded 0-dim
+  // tensor) is cast into its scratch once per thread instead of once per chunk.
+  std::array<bool, N> uniform{};
+  for (int j = 1; j < N; ++j) {
+    uniform[j] = true;
+    for (int d = 0; d < geo.ndim; ++d) uniform[j] = uniform[j] && geo.strides[j][d] == 0;
+  }
   pool.parallel_for(geo.numel, kLoopGrain, [&](int64_t begin, int64_t end) {
     // 16-byte elements (complex128) at most.
     alignas(64) char scratch[N][kLoopChunk * 16];
+    for (int j = 1; j < N; ++j) {
+      if (uniform[j]) cast_strided(have[j], geo.base[j], 0, want[j], scratch[j], itemsize(want[j]), kLoopChunk);
+    }
     geo.for_each_row(begin, end, [&](const std::array<char*, N>& ptrs, const std::array<int64_t, N>& st,
                                      int64_t n) {
       for (int64_t off = 0; off < n; off += kLoopChunk) {
@@ -144,7 +154,7 @@ void elementwise_loop(ThreadPool& pool, const Tensor& out, DType out_compute,
             args[j] = p;
           } else {
             args[j] = scratch[j];
-            if (j > 0) cast_strided(have[j], p, st[j], want[j], scratch[j], itemsize(want[j]), m);
+            if (j > 0 && !uniform[j]) cast_strided(have[j], p, st[j], want[j], scratch[j], itemsize(want[j]), m);
           }
         }
         call_kernel(kernel, args, m, std::make_index_sequence<N>{});
