@@ -17,8 +17,11 @@
 #include "backend/cpu/reduce_kernels.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
+#include "test_util.h"
 
 namespace kiln::reduce_test {
+
+using kiln::testing::expect_error;
 
 // Sizes around every SIMD width (4..16 lanes of f32/f64 on the compiled targets), one
 // that needs several row blocks, and one big enough to use several threads.
@@ -188,18 +191,6 @@ void for_each_target(Body body) {
     hwy::SetSupportedTargetsForTest(target);
     body();
     hwy::SetSupportedTargetsForTest(0);
-  }
-}
-
-// Expects `fn` to throw kiln::Error of `kind` whose message contains `text`.
-template <class Fn>
-void expect_error(Fn fn, ErrorKind kind, const std::string& text) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing \"" << text << "\"";
-  } catch (const Error& e) {
-    EXPECT_EQ(static_cast<int>(e.kind()), static_cast<int>(kind)) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
   }
 }
 

@@ -19,9 +19,12 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/thread_pool.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
+
+using kiln::testing::expect_error;
 
 using namespace ew_test;
 using LD = long double;
@@ -543,17 +546,6 @@ TEST(ElementwiseBinary, ThreadCountDoesNotChangeResults) {
 }
 
 // ---------------------------------------------------------------- errors
-
-template <typename F>
-void expect_error(F f, ErrorKind kind, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 TEST(ElementwiseBinaryErrors, Arithmetic) {
   const Tensor f = make_tensor({1, 2, 3}, DType::Float32);

@@ -15,25 +15,17 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
+
+using kiln::testing::expect_error;
 
 using namespace ew_test;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-template <typename F>
-void expect_error(F f, ErrorKind kind, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 std::vector<bool> to_bools(const Tensor& t) {
   EXPECT_EQ(t.dtype(), DType::Bool);

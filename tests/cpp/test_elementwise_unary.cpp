@@ -19,9 +19,12 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
+
+using kiln::testing::expect_error;
 
 using namespace ew_test;
 using LD = long double;
@@ -408,17 +411,6 @@ TEST(ElementwiseUnary, ComplexOps) {
 }
 
 // ---------------------------------------------------------------- errors
-
-template <typename F>
-void expect_error(F f, ErrorKind kind, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 TEST(ElementwiseUnaryErrors, DtypesAnOpDoesNotTake) {
   const Tensor b = make_int_tensor({0, 1}, DType::Bool);

@@ -15,27 +15,19 @@
 #include "kiln/ops/index.h"
 #include "kiln/scalar_types.h"
 #include "kiln/thread_pool.h"
+#include "test_util.h"
 
 using namespace kiln;
 
 namespace {
+
+using kiln::testing::expect_error;
 
 const DType kAllDTypes[] = {DType::Bool,      DType::UInt8,         DType::UInt16,     DType::UInt32,
                             DType::UInt64,    DType::Int8,          DType::Int16,      DType::Int32,
                             DType::Int64,     DType::Float16,       DType::BFloat16,   DType::Float32,
                             DType::Float64,   DType::Complex64,     DType::Complex128, DType::Float8_e4m3fn,
                             DType::Float8_e5m2};
-
-template <typename F>
-void expect_error(F&& f, ErrorKind kind, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 // Random bit patterns (bool: 0 or 1), so byte-moving ops are checked on NaNs too.
 Tensor random_bytes(const Shape& shape, DType dt, uint32_t seed) {

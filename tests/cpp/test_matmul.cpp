@@ -13,22 +13,14 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/thread_pool.h"
+#include "test_util.h"
 
 using namespace kiln;
 using cd = std::complex<double>;
 
 namespace {
 
-template <typename F>
-void expect_error(F&& f, ErrorKind kind, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using kiln::testing::expect_error;
 
 // Random values of any non-integer dtype (complex from two normals), or small integers.
 Tensor random_tensor(const Shape& shape, DType dt, uint64_t seed) {

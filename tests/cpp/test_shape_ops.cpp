@@ -10,21 +10,13 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/shape.h"
+#include "test_util.h"
 
 using namespace kiln;
 
 namespace {
 
-template <typename F>
-void expect_error(F&& f, ErrorKind kind, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using kiln::testing::expect_error;
 
 // Row-major iota starting at `start`: every element distinct.
 Tensor iota(const Shape& s, DType dt = DType::Float32, int64_t start = 0) {
