@@ -1,0 +1,249 @@
+// scaled_dot_product_attention and attention_decode: validation, broadcasting and the
+// choice between the decode kernel and the general tiled kernel
+// (src/backend/cpu/attention_*.cpp). No copy of q, k or v is made unless an operand's
+// last dim is strided; a mask is converted once to an additive bias of its own
+// (unbroadcast) shape when it is bool or of another dtype than the compute dtype.
+#include "kiln/ops/attention.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/random.h"
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/thread_pool.h"
+#include "kiln/type_promotion.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr const char* kSdpa = "scaled_dot_product_attention";
+
+bool supported_dtype(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::BFloat16 || t == DType::Float16;
+}
+
+void check_qkv_dtypes(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  KILN_CHECK_KIND(q.dtype() == k.dtype() && q.dtype() == v.dtype(), Type, op,
+                  "Expected query, key, and value to have the same dtype, but got query.dtype: {} key.dtype: {} and "
+                  "value.dtype: {} instead.",
+                  dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
+  KILN_CHECK_KIND(supported_dtype(q.dtype()), Type, op,
+                  "expected query, key and value of dtype float32, float64, bfloat16 or float16, got {}",
+                  dtype_name(q.dtype()));
+}
+
+// The kernels read each row's last dim with unit stride.
+Tensor with_unit_last_stride(const Tensor& t) { return t.size(-1) <= 1 || t.stride(-1) == 1 ? t : t.contiguous(); }
+
+// Element offset of each output batch row (row-major over out_batch) in x, whose dims
+// before its last two align right with out_batch and are 1 (broadcast) or equal.
+// With gqa_group > 0 the last batch dim (heads) maps output head h to h / gqa_group.
+std::vector<int64_t> row_offsets(const Tensor& x, int64_t x_batch_dims, const Shape& out_batch, int64_t gqa_group) {
+  const int64_t nb = static_cast<int64_t>(out_batch.size());
+  const int64_t rows = shape_numel(out_batch);
+  std::vector<int64_t> offsets(static_cast<size_t>(rows), 0);
+  std::vector<int64_t> idx(static_cast<size_t>(nb), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < nb; ++d) {
+      const int64_t xd = d - (nb - x_batch_dims);
+      if (xd < 0 || x.size(xd) == 1) continue;
+      int64_t i = idx[static_cast<size_t>(d)];
+      if (gqa_group > 0 && d == nb - 1) i /= gqa_group;
+      off += i * x.stride(xd);
+    }
+    offsets[static_cast<size_t>(r)] = off;
+    for (int64_t d = nb - 1; d >= 0; --d) {  // next multi-index, row-major
+      if (++idx[static_cast<size_t>(d)] < out_batch[static_cast<size_t>(d)]) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return offsets;
+}
+
+// The mask as an additive bias in the compute dtype, same shape as the mask.
+Tensor mask_to_bias(const Tensor& mask, DType compute) {
+  if (mask.dtype() != DType::Bool) return mask.to(compute);
+  const Tensor m = mask.contiguous();
+  Tensor bias = empty(m.shape(), compute);
+  const uint8_t* src = static_cast<const uint8_t*>(m.data_ptr());
+  const int64_t n = m.numel();
+  if (compute == DType::Float64) {
+    double* dst = bias.data<double>();
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ? 0.0 : -std::numeric_limits<double>::infinity();
+  } else {
+    float* dst = bias.data<float>();
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ? 0.0f : -std::numeric_limits<float>::infinity();
+  }
+  return bias;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale, bool enable_gqa) {
+  check_defined(query, kSdpa, "query");
+  check_defined(key, kSdpa, "key");
+  check_defined(value, kSdpa, "value");
+  check_qkv_dtypes(query, key, value, kSdpa);
+  KILN_CHECK(query.dim() >= 2 && key.dim() >= 2 && value.dim() >= 2, kSdpa,
+             "expected query, key and value with at least 2 dims, got query {}, key {} and value {}",
+             query.shape_str(), key.shape_str(), value.shape_str());
+  KILN_CHECK(query.size(-1) == key.size(-1), kSdpa,
+             "query and key must have the same embedding dim (last dim), got query {} and key {}", query.shape_str(),
+             key.shape_str());
+  KILN_CHECK(key.size(-2) == value.size(-2), kSdpa,
+             "key and value must have the same sequence length (dim -2), got key {} and value {}", key.shape_str(),
+             value.shape_str());
+  KILN_CHECK_KIND(dropout_p >= 0.0 && dropout_p <= 1.0, Value, kSdpa, "dropout_p must be in [0, 1], got {}",
+                  dropout_p);
+  KILN_CHECK(!(is_causal && attn_mask.has_value()), kSdpa,
+             "Explicit attn_mask should not be set when is_causal=True");
+
+  Shape q_batch(query.sizes().begin(), query.sizes().end() - 2);
+  Shape k_batch(key.sizes().begin(), key.sizes().end() - 2);
+  Shape v_batch(value.sizes().begin(), value.sizes().end() - 2);
+  int64_t k_group = 0, v_group = 0;
+  if (enable_gqa) {
+    KILN_CHECK(query.dim() >= 3 && key.dim() >= 3 && value.dim() >= 3, kSdpa,
+               "enable_gqa needs a head dim (-3) on query, key and value, got query {}, key {} and value {}",
+               query.shape_str(), key.shape_str(), value.shape_str());
+    const int64_t hq = query.size(-3), hk = key.size(-3), hv = value.size(-3);
+    KILN_CHECK(hk >= 1 && hv >= 1 && hq % hk == 0 && hq % hv == 0, kSdpa,
+               "with enable_gqa the number of query heads ({}) must be divisible by the number of key heads ({}) "
+               "and value heads ({})",
+               hq, hk, hv);
+    k_group = hq / hk;
+    v_group = hq / hv;
+    k_batch.back() = hq;
+    v_batch.back() = hq;
+  }
+  const Shape out_batch = broadcast_shapes({q_batch, k_batch, v_batch}, kSdpa);
+  const int64_t L = query.size(-2), S = key.size(-2), E = query.size(-1), Ev = value.size(-1);
+  Shape out_shape = out_batch;
+  out_shape.push_back(L);
+  out_shape.push_back(Ev);
+
+  const DType compute = compute_dtype(query.dtype());
+  Tensor bias;
+  if (attn_mask.has_value()) {
+    const Tensor& mask = *attn_mask;
+    check_defined(mask, kSdpa, "attn_mask");
+    KILN_CHECK_KIND(mask.dtype() == DType::Bool || mask.dtype() == DType::Float32 || mask.dtype() == query.dtype(),
+                    Type, kSdpa,
+                    "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: "
+                    "{} and query.dtype: {} instead.",
+                    dtype_name(mask.dtype()), dtype_name(query.dtype()));
+    Shape target = out_batch;
+    target.push_back(L);
+    target.push_back(S);
+    bool ok = mask.dim() <= static_cast<int64_t>(target.size());
+    for (int64_t d = 1; ok && d <= mask.dim(); ++d) {
+      const int64_t m = mask.size(-d), t = target[target.size() - static_cast<size_t>(d)];
+      ok = m == 1 || m == t;
+    }
+    KILN_CHECK(ok, kSdpa, "attn_mask of shape {} does not broadcast to the attention shape {}", mask.shape_str(),
+               shape_to_string(target));
+    bias = mask_to_bias(mask, compute);
+  }
+
+  Tensor out = empty(out_shape, query.dtype());
+  if (out.numel() == 0) return out;
+  if (S == 0 || dropout_p == 1.0) {
+    // Nothing to attend to, or every weight dropped: zeros (kiln decisions 5 and 6).
+    out.zero_();
+    return out;
+  }
+
+  const Tensor q = with_unit_last_stride(query);
+  const Tensor k = with_unit_last_stride(key);
+  const Tensor v = with_unit_last_stride(value);
+  const std::vector<int64_t> q_off = row_offsets(q, q.dim() - 2, out_batch, 0);
+  const std::vector<int64_t> k_off = row_offsets(k, k.dim() - 2, out_batch, k_group);
+  const std::vector<int64_t> v_off = row_offsets(v, v.dim() - 2, out_batch, v_group);
+
+  cpu::AttentionProblem p;
+  p.dtype = query.dtype();
+  p.rows = shape_numel(out_batch);
+  p.L = L;
+  p.S = S;
+  p.E = E;
+  p.Ev = Ev;
+  p.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(E));
+  p.causal = is_causal;
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.out = out.data_ptr();
+  p.q_offset = q_off.data();
+  p.k_offset = k_off.data();
+  p.v_offset = v_off.data();
+  p.q_stride_l = q.stride(-2);
+  p.k_stride_s = k.stride(-2);
+  p.v_stride_s = v.stride(-2);
+
+  std::vector<int64_t> bias_off;
+  if (bias.defined()) {
+    const int64_t bd = bias.dim();
+    bias_off = row_offsets(bias, bd >= 2 ? bd - 2 : 0, out_batch, 0);
+    p.bias = bias.data_ptr();
+    p.bias_offset = bias_off.data();
+    p.bias_stride_l = bd >= 2 && bias.size(-2) != 1 ? bias.stride(-2) : 0;
+    p.bias_stride_s = bd >= 1 && bias.size(-1) != 1 ? bias.stride(-1) : 0;
+  }
+  if (dropout_p > 0) {
+    Generator& g = default_generator();
+    p.dropout_p = dropout_p;
+    p.dropout_key = {g.seed(), g.advance(cpu::uniform_blocks(p.rows * L * S))};
+  }
+
+  ThreadPool& pool = default_thread_pool();
+  if (L == 1 && !bias.defined() && dropout_p == 0) {
+    // Top-left causal alignment lets a single query see key 0 only.
+    if (is_causal) p.S = 1;
+    p.causal = false;
+    cpu::attention_decode_cpu(p, pool);
+  } else {
+    cpu::attention_general_cpu(p, pool);
+  }
+  return out;
+}
+
+Tensor attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t valid_len,
+                        std::optional<double> scale) {
+  constexpr const char* op = "attention_decode";
+  check_defined(q, op, "q");
+  check_defined(k_cache, op, "k_cache");
+  check_defined(v_cache, op, "v_cache");
+  check_qkv_dtypes(q, k_cache, v_cache, op);
+  KILN_CHECK(q.dim() == 3 && k_cache.dim() == 4 && v_cache.dim() == 4, op,
+             "expected q [B, Hq, E], k_cache [B, Hkv, S_max, E] and v_cache [B, Hkv, S_max, Ev], got q {}, k_cache "
+             "{} and v_cache {}",
+             q.shape_str(), k_cache.shape_str(), v_cache.shape_str());
+  const int64_t B = q.size(0), Hq = q.size(1), E = q.size(2);
+  const int64_t Hkv = k_cache.size(1), S_max = k_cache.size(2);
+  KILN_CHECK(k_cache.size(0) == B && v_cache.size(0) == B && v_cache.size(1) == Hkv && v_cache.size(2) == S_max &&
+                 k_cache.size(3) == E,
+             op,
+             "k_cache must be [B={}, Hkv, S_max, E={}] and v_cache [B, Hkv, S_max, Ev] with the same Hkv and S_max, "
+             "got k_cache {} and v_cache {}",
+             B, E, k_cache.shape_str(), v_cache.shape_str());
+  KILN_CHECK(Hkv >= 1 && Hq % Hkv == 0, op, "the number of query heads ({}) must be a multiple of the KV heads ({})",
+             Hq, Hkv);
+  KILN_CHECK_KIND(valid_len >= 0 && valid_len <= S_max, Index, op, "valid_len {} is out of range [0, {}]", valid_len,
+                  S_max);
+  const Tensor k = k_cache.narrow(2, 0, valid_len);
+  const Tensor v = v_cache.narrow(2, 0, valid_len);
+  const Tensor out =
+      scaled_dot_product_attention(q.unsqueeze(2), k, v, std::nullopt, 0.0, false, scale, /*enable_gqa=*/true);
+  return out.view({B, Hq, v_cache.size(3)});
+}
+
+}  // namespace kiln
