@@ -1,0 +1,124 @@
+// linear: PyTorch's F.linear front end (validation, shapes, dtype dispatch), and the
+// helpers linear_fp8 shares (linear_common.h).
+#include "kiln/ops/linear.h"
+
+#include <climits>
+
+#include "backend/cpu/linear_kernels.h"
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/thread_pool.h"
+#include "ops/linear_common.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+
+namespace linear_detail {
+
+LinearGeometry linear_geometry(const char* op, const Tensor& input, const Tensor& weight) {
+  KILN_CHECK(input.dim() >= 1, op, "both arguments to linear need to be at least 1D, but they are {}D and {}D",
+             input.dim(), weight.dim());
+  KILN_CHECK(weight.dim() == 2, op,
+             "weight must be a 2-D [out_features, in_features] matrix, got a {}-D tensor of shape {}", weight.dim(),
+             weight.shape_str());
+  LinearGeometry g;
+  g.K = input.size(-1);
+  g.N = weight.size(0);
+  g.out_shape = Shape(input.sizes().begin(), input.sizes().end() - 1);
+  g.M = shape_numel(g.out_shape);
+  KILN_CHECK(weight.size(1) == g.K, op, "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", g.M, g.K,
+             weight.size(1), g.N);
+  g.out_shape.push_back(g.N);
+  g.x = input.contiguous();
+  return g;
+}
+
+cpu::LinearWeight weight_rows(const Tensor& weight, Tensor& keep) {
+  keep = weight.size(1) <= 1 || weight.stride(1) == 1 ? weight : weight.contiguous();
+  cpu::LinearWeight w;
+  w.data = keep.data_ptr();
+  w.dtype = keep.dtype();
+  w.N = keep.size(0);
+  w.K = keep.size(1);
+  // A stride along an extent-1 dim is arbitrary; any value reads the same single row.
+  w.row_stride = w.N <= 1 ? w.K : keep.stride(0);
+  return w;
+}
+
+std::optional<Tensor> checked_bias(const char* op, const std::optional<Tensor>& bias, DType dtype, int64_t N) {
+  if (!bias.has_value()) return std::nullopt;
+  check_defined(*bias, op, "bias");
+  KILN_CHECK_KIND(bias->dtype() == dtype, Type, op, "bias must have the dtype of the input ({}), but got {}",
+                  dtype_name(dtype), dtype_name(bias->dtype()));
+  const bool broadcast = bias->dim() == 0 || (bias->dim() == 1 && bias->size(0) == 1);
+  KILN_CHECK(broadcast || (bias->dim() == 1 && bias->size(0) == N), op,
+             "bias must have shape [{}] (out_features), or [1] or [] to broadcast, but got {}", N, bias->shape_str());
+  return bias->contiguous();
+}
+
+Tensor run_linear(const LinearGeometry& g, const cpu::LinearWeight& w, const std::optional<Tensor>& bias,
+                  cpu::GemvFn gemv) {
+  const DType dtype = g.x.dtype();
+  Tensor out = empty(g.out_shape, dtype);
+  if (g.M == 0 || g.N == 0) return out;
+  if (g.K == 0) {
+    // An empty sum: PyTorch gives the bias (broadcast), or zeros.
+    if (bias.has_value()) {
+      out.copy_(*bias);
+    } else {
+      out.zero_();
+    }
+    return out;
+  }
+  cpu::LinearActivations act;
+  act.dtype = dtype;
+  act.x = g.x.data_ptr();
+  act.M = g.M;
+  act.y = out.data_ptr();
+  if (bias.has_value()) {
+    act.bias = bias->data_ptr();
+    act.bias_stride = bias->numel() == 1 ? 0 : 1;
+  }
+  ThreadPool& pool = default_thread_pool();
+  if (g.M == 1 && gemv != nullptr) {
+    Tensor scratch = empty({cpu::gemv_scratch_floats(g.K)}, DType::Float32);
+    gemv(pool, w, act, scratch.data<float>());
+  } else {
+    cpu::linear_gemm(pool, w, act);
+  }
+  return out;
+}
+
+}  // namespace linear_detail
+
+Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  constexpr const char* op = "linear";
+  check_defined(input, op, "input");
+  check_defined(weight, op, "weight");
+  KILN_CHECK_KIND(weight.dtype() != DType::Float8_e4m3fn, Type, op,
+                  "got a float8_e4m3fn weight: FP8 weights need their scales, use linear_fp8(input, weight, scale)");
+  KILN_CHECK_KIND(input.dtype() == weight.dtype(), Type, op,
+                  "mat1 and mat2 must have the same dtype, but got {} and {}", dtype_name(input.dtype()),
+                  dtype_name(weight.dtype()));
+  const DType dtype = input.dtype();
+  cpu::GemvFn gemv = nullptr;
+  switch (dtype) {
+    case DType::Float32: gemv = &cpu::gemv_f32; break;
+    case DType::BFloat16: gemv = &cpu::gemv_bf16; break;
+    case DType::Float16: gemv = &cpu::gemv_f16; break;
+    case DType::Float64: break;  // OpenBLAS dgemv/dgemm (linear_gemm)
+    default:
+      fail(ErrorKind::Type, op, "expected float32, float64, bfloat16 or float16 tensors, got {}", dtype_name(dtype));
+  }
+  const linear_detail::LinearGeometry g = linear_detail::linear_geometry(op, input, weight);
+  const std::optional<Tensor> b = linear_detail::checked_bias(op, bias, dtype, g.N);
+  // OpenBLAS reads W in place for float32/float64 (several rows, or float64's one row) and
+  // needs each row to start at least K elements after the previous one.
+  const bool blas_in_place = dtype == DType::Float64 || (dtype == DType::Float32 && g.M != 1);
+  const bool blas_needs_copy = blas_in_place && g.N > 1 && (weight.stride(0) < g.K || weight.stride(0) > INT_MAX);
+  Tensor w_keep;
+  const cpu::LinearWeight w = linear_detail::weight_rows(blas_needs_copy ? weight.contiguous() : weight, w_keep);
+  return linear_detail::run_linear(g, w, b, gemv);
+}
+
+}  // namespace kiln

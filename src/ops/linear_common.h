@@ -1,0 +1,36 @@
+// Validation and dispatch shared by linear (linear.cpp) and linear_fp8 (linear_fp8.cpp)
+// (internal).
+#pragma once
+
+#include <optional>
+
+#include "backend/cpu/linear_kernels.h"
+#include "kiln/tensor.h"
+
+namespace kiln::linear_detail {
+
+// The input flattened to a contiguous [M, K] matrix and the result's shape [..., N].
+struct LinearGeometry {
+  Tensor x;
+  int64_t M = 0;
+  int64_t K = 0;
+  int64_t N = 0;
+  Shape out_shape;
+};
+
+// Checks input (at least 1-D) against a 2-D weight [N, K] with PyTorch's messages.
+LinearGeometry linear_geometry(const char* op, const Tensor& input, const Tensor& weight);
+
+// The weight's rows as the kernels read them: in place when the inner stride is 1 (or
+// K <= 1), else a contiguous copy. `keep` holds the tensor the pointer belongs to.
+cpu::LinearWeight weight_rows(const Tensor& weight, Tensor& keep);
+
+// Checks the bias (dtype `dtype`; shape [N], [1] or 0-dim) and returns it contiguous.
+std::optional<Tensor> checked_bias(const char* op, const std::optional<Tensor>& bias, DType dtype, int64_t N);
+
+// Allocates and computes the result: K = 0 -> bias or zeros; one row -> `gemv`; more
+// rows -> cpu::linear_gemm.
+Tensor run_linear(const LinearGeometry& g, const cpu::LinearWeight& w, const std::optional<Tensor>& bias,
+                  cpu::GemvFn gemv);
+
+}  // namespace kiln::linear_detail

@@ -1,0 +1,96 @@
+// linear_fp8, quantize_fp8_rowwise, dequantize_fp8: kiln's weight-only FP8 linear and
+// its helpers (front ends; kernels in backend/cpu/gemv_fp8.cpp and fp8_quant.cpp).
+#include <string>
+
+#include "backend/cpu/linear_kernels.h"
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/linear.h"
+#include "kiln/thread_pool.h"
+#include "ops/linear_common.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The weight's rows plus its checked, contiguous float32 scales in either layout.
+cpu::LinearWeight fp8_weight(const char* op, const Tensor& weight, const Tensor& scale, Tensor& weight_keep,
+                             Tensor& scale_keep) {
+  KILN_CHECK_KIND(weight.dtype() == DType::Float8_e4m3fn, Type, op, "weight must be float8_e4m3fn, but got {}",
+                  dtype_name(weight.dtype()));
+  KILN_CHECK(weight.dim() == 2, op, "weight must be a 2-D [out_features, in_features] matrix, got shape {}",
+             weight.shape_str());
+  KILN_CHECK_KIND(scale.dtype() == DType::Float32, Type, op,
+                  "scale must be float32, but got {} (convert checkpoint scales with .to(float32))",
+                  dtype_name(scale.dtype()));
+  const int64_t N = weight.size(0), K = weight.size(1);
+  const Shape per_row{N};
+  const Shape per_block{ceil_div(N, cpu::kFp8ScaleBlock), ceil_div(K, cpu::kFp8ScaleBlock)};
+  KILN_CHECK(scale.sizes() == per_row || scale.sizes() == per_block, op,
+             "scale must be {} (one per output row) or {} (one per 128x128 block) for a weight of shape {}, but got "
+             "{}",
+             shape_to_string(per_row), shape_to_string(per_block), weight.shape_str(), scale.shape_str());
+  cpu::LinearWeight w = linear_detail::weight_rows(weight, weight_keep);
+  scale_keep = scale.contiguous();
+  w.scale = scale_keep.data<float>();
+  w.scale_layout = scale.dim() == 1 ? cpu::Fp8ScaleLayout::PerRow : cpu::Fp8ScaleLayout::Block128;
+  return w;
+}
+
+}  // namespace
+
+Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale, const std::optional<Tensor>& bias) {
+  constexpr const char* op = "linear_fp8";
+  check_defined(input, op, "input");
+  check_defined(weight, op, "weight");
+  check_defined(scale, op, "scale");
+  const DType dtype = input.dtype();
+  KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float16, Type, op,
+                  "input must be float32, bfloat16 or float16, but got {}", dtype_name(dtype));
+  Tensor weight_keep, scale_keep;
+  const cpu::LinearWeight w = fp8_weight(op, weight, scale, weight_keep, scale_keep);
+  const linear_detail::LinearGeometry g = linear_detail::linear_geometry(op, input, weight);
+  const std::optional<Tensor> b = linear_detail::checked_bias(op, bias, dtype, g.N);
+  return linear_detail::run_linear(g, w, b, &cpu::gemv_fp8);
+}
+
+std::pair<Tensor, Tensor> quantize_fp8_rowwise(const Tensor& weight) {
+  constexpr const char* op = "quantize_fp8_rowwise";
+  check_defined(weight, op, "weight");
+  const DType dtype = weight.dtype();
+  KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float16, Type, op,
+                  "weight must be float32, bfloat16 or float16, but got {}", dtype_name(dtype));
+  KILN_CHECK(weight.dim() == 2, op, "weight must be a 2-D [out_features, in_features] matrix, got shape {}",
+             weight.shape_str());
+  const int64_t N = weight.size(0), K = weight.size(1);
+  Tensor q = empty({N, K}, DType::Float8_e4m3fn);
+  Tensor s = empty({N}, DType::Float32);
+  if (K == 0) {
+    s.fill_(Scalar(1.0));
+    return {q, s};
+  }
+  Tensor w_keep;
+  const cpu::LinearWeight w = linear_detail::weight_rows(weight, w_keep);
+  const int64_t bad = cpu::quantize_fp8_rows(default_thread_pool(), w.data, dtype, w.row_stride, N, K,
+                                             q.data<uint8_t>(), s.data<float>());
+  KILN_CHECK_KIND(bad < 0, Value, op, "weight row {} holds inf or NaN, which float8_e4m3fn cannot scale", bad);
+  return {q, s};
+}
+
+Tensor dequantize_fp8(const Tensor& weight, const Tensor& scale, DType dtype) {
+  constexpr const char* op = "dequantize_fp8";
+  check_defined(weight, op, "weight");
+  check_defined(scale, op, "scale");
+  KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float16, Type, op,
+                  "dtype must be float32, bfloat16 or float16, but got {}", dtype_name(dtype));
+  Tensor weight_keep, scale_keep;
+  const cpu::LinearWeight w = fp8_weight(op, weight, scale, weight_keep, scale_keep);
+  Tensor out = empty({w.N, w.K}, DType::Float32);
+  if (out.numel() > 0) cpu::dequantize_fp8_rows(default_thread_pool(), w, out.data<float>());
+  return out.to(dtype);
+}
+
+}  // namespace kiln
