@@ -11,6 +11,9 @@ from ._kiln import *  # noqa: F401,F403  (dtypes, Tensor, ops)
 from ._kiln import Tensor, dtype
 
 __version__ = _kiln.__version__()
+# `import *` skips underscore names; PyTorch spells these with one.
+_scaled_mm = _kiln._scaled_mm
+_grouped_mm = _kiln._grouped_mm
 
 # PyTorch's dtype aliases.
 float = _kiln.float32  # noqa: A001

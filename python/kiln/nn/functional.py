@@ -8,7 +8,8 @@ from .. import _kiln
 
 _FUNCTIONAL_NAMES = (
     "silu", "gelu", "softplus", "sigmoid", "tanh", "relu", "embedding", "softmax",
-    "log_softmax", "linear", "pad", "dropout",
+    "log_softmax", "linear", "rms_norm", "layer_norm", "pad", "dropout",
+    "scaled_dot_product_attention", "scaled_mm", "grouped_mm", "ScalingType",
 )
 
 for _name in _FUNCTIONAL_NAMES:
