@@ -131,52 +131,24 @@ constexpr uint8_t float_to_fp8_e4m3fn_bits(float x) {
 constexpr float fp8_e5m2_bits_to_float(uint8_t bits) { return detail::E5m2Format::to_float(bits); }
 constexpr uint8_t float_to_fp8_e5m2_bits(float x) { return static_cast<uint8_t>(detail::E5m2Format::from_float(x)); }
 
-struct Half {
-  uint16_t bits = 0;
-  Half() = default;
-  explicit constexpr Half(float x) : bits(float_to_half_bits(x)) {}
-  constexpr operator float() const { return half_bits_to_float(bits); }
-  static constexpr Half from_bits(uint16_t b) {
-    Half h;
-    h.bits = b;
-    return h;
+// A value stored in a narrow float format: only its bits, converted exactly through
+// float. Each format is its own type (Half and BFloat16 share a bit width, not values).
+template <typename Bits, Bits (*Encode)(float), float (*Decode)(Bits)>
+struct NarrowFloat {
+  Bits bits = 0;
+  NarrowFloat() = default;
+  explicit constexpr NarrowFloat(float x) : bits(Encode(x)) {}
+  constexpr operator float() const { return Decode(bits); }
+  static constexpr NarrowFloat from_bits(Bits b) {
+    NarrowFloat v;
+    v.bits = b;
+    return v;
   }
 };
 
-struct BFloat16 {
-  uint16_t bits = 0;
-  BFloat16() = default;
-  explicit constexpr BFloat16(float x) : bits(float_to_bf16_bits(x)) {}
-  constexpr operator float() const { return bf16_bits_to_float(bits); }
-  static constexpr BFloat16 from_bits(uint16_t b) {
-    BFloat16 h;
-    h.bits = b;
-    return h;
-  }
-};
-
-struct Float8_e4m3fn {
-  uint8_t bits = 0;
-  Float8_e4m3fn() = default;
-  explicit constexpr Float8_e4m3fn(float x) : bits(float_to_fp8_e4m3fn_bits(x)) {}
-  constexpr operator float() const { return fp8_e4m3fn_bits_to_float(bits); }
-  static constexpr Float8_e4m3fn from_bits(uint8_t b) {
-    Float8_e4m3fn h;
-    h.bits = b;
-    return h;
-  }
-};
-
-struct Float8_e5m2 {
-  uint8_t bits = 0;
-  Float8_e5m2() = default;
-  explicit constexpr Float8_e5m2(float x) : bits(float_to_fp8_e5m2_bits(x)) {}
-  constexpr operator float() const { return fp8_e5m2_bits_to_float(bits); }
-  static constexpr Float8_e5m2 from_bits(uint8_t b) {
-    Float8_e5m2 h;
-    h.bits = b;
-    return h;
-  }
-};
+using Half = NarrowFloat<uint16_t, float_to_half_bits, half_bits_to_float>;
+using BFloat16 = NarrowFloat<uint16_t, float_to_bf16_bits, bf16_bits_to_float>;
+using Float8_e4m3fn = NarrowFloat<uint8_t, float_to_fp8_e4m3fn_bits, fp8_e4m3fn_bits_to_float>;
+using Float8_e5m2 = NarrowFloat<uint8_t, float_to_fp8_e5m2_bits, fp8_e5m2_bits_to_float>;
 
 }  // namespace kiln
