@@ -14,6 +14,7 @@
 #include "backend/cpu/elementwise_kernels.h"
 #include "backend/cpu/elementwise_math-inl.h"
 #include "backend/cpu/elementwise_simd-inl.h"
+#include "backend/cpu/map_loops.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
@@ -169,14 +170,6 @@ HWY_AFTER_NAMESPACE();
 namespace kiln::cpu {
 namespace {
 
-template <typename T, typename F>
-void map2(char* out, const char* a, const char* b, int64_t n, F f) {
-  T* o = reinterpret_cast<T*>(out);
-  const T* x = reinterpret_cast<const T*>(a);
-  const T* y = reinterpret_cast<const T*>(b);
-  for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-}
-
 // Python's float floor division, as PyTorch's div_floor_floating: from fmod, so the
 // quotient is the one consistent with remainder() (a plain floor(a / b) is not:
 // floor(1 / 0.1) = 10, but 1 // 0.1 = 9 because 0.1 is slightly more than a tenth).
@@ -202,19 +195,19 @@ T python_remainder(T a, T b) {
 
 template <typename T>
 void div_floor_kernel(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-  map2<T>(out, a, b, n, floor_divide<T>);
+  map_binary<T>(out, a, b, n, floor_divide<T>);
 }
 template <typename T>
 void remainder_kernel(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-  map2<T>(out, a, b, n, python_remainder<T>);
+  map_binary<T>(out, a, b, n, python_remainder<T>);
 }
 template <typename T>
 void pow_kernel(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-  map2<T>(out, a, b, n, [](T x, T y) { return std::pow(x, y); });
+  map_binary<T>(out, a, b, n, [](T x, T y) { return std::pow(x, y); });
 }
 template <typename T>
 void atan2_kernel(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-  map2<T>(out, a, b, n, [](T x, T y) { return std::atan2(x, y); });
+  map_binary<T>(out, a, b, n, [](T x, T y) { return std::atan2(x, y); });
 }
 
 template <typename T>

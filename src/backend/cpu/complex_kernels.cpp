@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cpu/elementwise_kernels.h"
+#include "backend/cpu/map_loops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -35,59 +36,45 @@ struct Complex {
     return C((a * rat + b) * scl, (b * rat - a) * scl);
   }
 
-  template <typename Out, typename F>
-  static void map1(char* out, const char* in, int64_t n, F f) {
-    Out* o = reinterpret_cast<Out*>(out);
-    const C* x = reinterpret_cast<const C*>(in);
-    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
-  }
-  template <typename F>
-  static void map2(char* out, const char* a, const char* b, int64_t n, F f) {
-    C* o = reinterpret_cast<C*>(out);
-    const C* x = reinterpret_cast<const C*>(a);
-    const C* y = reinterpret_cast<const C*>(b);
-    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-  }
-
   // |z| = hypot(re, im): the real dtype out.
   static void abs(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<R>(out, in, n, [](C z) { return std::abs(z); });
+    map_unary<R, C>(out, in, n, [](C z) { return std::abs(z); });
   }
   static void neg(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<C>(out, in, n, [](C z) { return -z; });
+    map_unary<C, C>(out, in, n, [](C z) { return -z; });
   }
   static void square(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<C>(out, in, n, [](C z) { return mul(z, z); });
+    map_unary<C, C>(out, in, n, [](C z) { return mul(z, z); });
   }
   static void reciprocal(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<C>(out, in, n, [](C z) { return div(C(1), z); });
+    map_unary<C, C>(out, in, n, [](C z) { return div(C(1), z); });
   }
   static void sqrt(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<C>(out, in, n, [](C z) { return std::sqrt(z); });
+    map_unary<C, C>(out, in, n, [](C z) { return std::sqrt(z); });
   }
   static void exp(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<C>(out, in, n, [](C z) { return std::exp(z); });
+    map_unary<C, C>(out, in, n, [](C z) { return std::exp(z); });
   }
   static void log(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<C>(out, in, n, [](C z) { return std::log(z); });
+    map_unary<C, C>(out, in, n, [](C z) { return std::log(z); });
   }
 
   static void add(char* out, const char* a, const char* b, int64_t n, const KernelArgs& args) {
     const C alpha(static_cast<R>(args.alpha.c.real()), static_cast<R>(args.alpha.c.imag()));
     if (alpha == C(1)) {
-      map2(out, a, b, n, [](C x, C y) { return x + y; });
+      map_binary<C>(out, a, b, n, [](C x, C y) { return x + y; });
     } else {
-      map2(out, a, b, n, [alpha](C x, C y) { return x + mul(alpha, y); });
+      map_binary<C>(out, a, b, n, [alpha](C x, C y) { return x + mul(alpha, y); });
     }
   }
   static void multiply(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2(out, a, b, n, mul);
+    map_binary<C>(out, a, b, n, mul);
   }
   static void divide(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2(out, a, b, n, div);
+    map_binary<C>(out, a, b, n, div);
   }
   static void pow(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2(out, a, b, n, [](C x, C y) { return std::pow(x, y); });
+    map_binary<C>(out, a, b, n, [](C x, C y) { return std::pow(x, y); });
   }
 
   static UnaryKernel unary(UnaryOp op) {

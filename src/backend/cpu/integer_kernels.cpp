@@ -10,6 +10,7 @@
 
 #include "backend/cpu/elementwise_kernels.h"
 #include "kiln/error.h"
+#include "backend/cpu/map_loops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -33,20 +34,6 @@ constexpr bool negative(T x) {
   }
 }
 
-template <typename T, typename F>
-void map1(char* out, const char* in, int64_t n, F f) {
-  T* o = reinterpret_cast<T*>(out);
-  const T* x = reinterpret_cast<const T*>(in);
-  for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
-}
-template <typename T, typename F>
-void map2(char* out, const char* a, const char* b, int64_t n, F f) {
-  T* o = reinterpret_cast<T*>(out);
-  const T* x = reinterpret_cast<const T*>(a);
-  const T* y = reinterpret_cast<const T*>(b);
-  for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-}
-
 // ---------------------------------------------------------------- integers
 
 template <typename T>
@@ -55,37 +42,37 @@ struct Int {
   using W = Wide<T>;
 
   static void abs(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<T>(out, in, n, [](T x) { return negative(x) ? wrap<T>(W(0) - W(x)) : x; });
+    map_unary<T>(out, in, n, [](T x) { return negative(x) ? wrap<T>(W(0) - W(x)) : x; });
   }
   static void neg(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<T>(out, in, n, [](T x) { return wrap<T>(W(0) - W(x)); });
+    map_unary<T>(out, in, n, [](T x) { return wrap<T>(W(0) - W(x)); });
   }
   static void sign(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<T>(out, in, n, [](T x) { return static_cast<T>((T(0) < x) - negative(x)); });
+    map_unary<T>(out, in, n, [](T x) { return static_cast<T>((T(0) < x) - negative(x)); });
   }
   static void square(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<T>(out, in, n, [](T x) { return wrap<T>(W(x) * W(x)); });
+    map_unary<T>(out, in, n, [](T x) { return wrap<T>(W(x) * W(x)); });
   }
   static void cube(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<T>(out, in, n, [](T x) { return wrap<T>(W(x) * W(x) * W(x)); });
+    map_unary<T>(out, in, n, [](T x) { return wrap<T>(W(x) * W(x) * W(x)); });
   }
   static void bitwise_not(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<T>(out, in, n, [](T x) { return static_cast<T>(~x); });
+    map_unary<T>(out, in, n, [](T x) { return static_cast<T>(~x); });
   }
   static void relu(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<T>(out, in, n, [](T x) { return std::max(x, T(0)); });
+    map_unary<T>(out, in, n, [](T x) { return std::max(x, T(0)); });
   }
   // floor/ceil/round/trunc of an integer is the integer.
   static void copy(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<T>(out, in, n, [](T x) { return x; });
+    map_unary<T>(out, in, n, [](T x) { return x; });
   }
 
   static void add(char* out, const char* a, const char* b, int64_t n, const KernelArgs& args) {
     const W alpha = static_cast<W>(args.alpha.i);
-    map2<T>(out, a, b, n, [alpha](T x, T y) { return wrap<T>(W(x) + alpha * W(y)); });
+    map_binary<T>(out, a, b, n, [alpha](T x, T y) { return wrap<T>(W(x) + alpha * W(y)); });
   }
   static void mul(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) { return wrap<T>(W(x) * W(y)); });
+    map_binary<T>(out, a, b, n, [](T x, T y) { return wrap<T>(W(x) * W(y)); });
   }
 
   [[noreturn]] static void zero_division(const char* op) { fail(ErrorKind::Runtime, op, "ZeroDivisionError"); }
@@ -96,7 +83,7 @@ struct Int {
     return static_cast<T>(x / y);
   }
   static void div_trunc(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) {
+    map_binary<T>(out, a, b, n, [](T x, T y) {
       if (y == 0) zero_division("div");
       return quotient(x, y);
     });
@@ -104,7 +91,7 @@ struct Int {
   // Rounds toward -inf: one less than the truncated quotient when the signs differ and
   // the division is inexact (PyTorch's div_floor_integer).
   static void div_floor(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) {
+    map_binary<T>(out, a, b, n, [](T x, T y) {
       if (y == 0) zero_division("div");
       const T q = quotient(x, y);
       if (negative(x) != negative(y) && wrap<T>(W(x) - W(q) * W(y)) != 0) return static_cast<T>(q - 1);
@@ -113,7 +100,7 @@ struct Int {
   }
   // Python's modulo: the result has the sign of y.
   static void remainder(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) {
+    map_binary<T>(out, a, b, n, [](T x, T y) {
       if (y == 0) zero_division("remainder");
       if (kSigned && y == T(-1)) return T(0);
       T r = static_cast<T>(x % y);
@@ -137,34 +124,34 @@ struct Int {
     return wrap<T>(result);
   }
   static void pow(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, power);
+    map_binary<T>(out, a, b, n, power);
   }
   static void maximum(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) { return std::max(x, y); });
+    map_binary<T>(out, a, b, n, [](T x, T y) { return std::max(x, y); });
   }
   static void minimum(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) { return std::min(x, y); });
+    map_binary<T>(out, a, b, n, [](T x, T y) { return std::min(x, y); });
   }
   static void bit_and(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) { return static_cast<T>(x & y); });
+    map_binary<T>(out, a, b, n, [](T x, T y) { return static_cast<T>(x & y); });
   }
   static void bit_or(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) { return static_cast<T>(x | y); });
+    map_binary<T>(out, a, b, n, [](T x, T y) { return static_cast<T>(x | y); });
   }
   static void bit_xor(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) { return static_cast<T>(x ^ y); });
+    map_binary<T>(out, a, b, n, [](T x, T y) { return static_cast<T>(x ^ y); });
   }
   // Shifts by a negative amount or by >= the bit width give 0 (left) or the sign fill
   // (right), as PyTorch's lshift/rshift kernels.
   static void shift_left(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) {
+    map_binary<T>(out, a, b, n, [](T x, T y) {
       constexpr T kBits = T(sizeof(T) * 8);
       if (negative(y) || y >= kBits) return T(0);
       return wrap<T>(W(x) << y);
     });
   }
   static void shift_right(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<T>(out, a, b, n, [](T x, T y) {
+    map_binary<T>(out, a, b, n, [](T x, T y) {
       constexpr T kMax = T(sizeof(T) * 8 - (kSigned ? 1 : 0));
       if (negative(y) || y >= kMax) {
         if constexpr (kSigned) {
@@ -226,22 +213,22 @@ struct Int {
 struct Bool {
   static void add(char* out, const char* a, const char* b, int64_t n, const KernelArgs& args) {
     const uint8_t alpha = args.alpha.i != 0;
-    map2<uint8_t>(out, a, b, n, [alpha](uint8_t x, uint8_t y) { return uint8_t(x | (y & alpha)); });
+    map_binary<uint8_t>(out, a, b, n, [alpha](uint8_t x, uint8_t y) { return uint8_t(x | (y & alpha)); });
   }
   static void both(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<uint8_t>(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x & y); });
+    map_binary<uint8_t>(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x & y); });
   }
   static void either(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<uint8_t>(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x | y); });
+    map_binary<uint8_t>(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x | y); });
   }
   static void exclusive(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {
-    map2<uint8_t>(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x ^ y); });
+    map_binary<uint8_t>(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x ^ y); });
   }
   static void invert(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<uint8_t>(out, in, n, [](uint8_t x) { return uint8_t(x ^ 1); });
+    map_unary<uint8_t>(out, in, n, [](uint8_t x) { return uint8_t(x ^ 1); });
   }
   static void same(char* out, const char* in, int64_t n, const KernelArgs&) {
-    map1<uint8_t>(out, in, n, [](uint8_t x) { return x; });
+    map_unary<uint8_t>(out, in, n, [](uint8_t x) { return x; });
   }
 
   static UnaryKernel unary(UnaryOp op) {

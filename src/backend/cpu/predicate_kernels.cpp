@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "backend/cpu/elementwise_kernels.h"
+#include "backend/cpu/map_loops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -21,27 +22,13 @@ bool nonzero(T x) {
   return x != T(0);
 }
 
-template <typename T, typename F>
-void predicate1(char* out, const char* in, int64_t n, F f) {
-  uint8_t* o = reinterpret_cast<uint8_t*>(out);
-  const T* x = reinterpret_cast<const T*>(in);
-  for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
-}
-template <typename T, typename F>
-void predicate2(char* out, const char* a, const char* b, int64_t n, F f) {
-  uint8_t* o = reinterpret_cast<uint8_t*>(out);
-  const T* x = reinterpret_cast<const T*>(a);
-  const T* y = reinterpret_cast<const T*>(b);
-  for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-}
-
 template <typename T>
 struct Predicates {
   static constexpr bool kOrdered = !std::is_same_v<T, std::complex<float>> && !std::is_same_v<T, std::complex<double>>;
 
 #define KILN_PREDICATE2(name, expr)                                                            \
   static void name(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {    \
-    predicate2<T>(out, a, b, n, [](T x, T y) -> uint8_t { return expr; });                    \
+    map_binary<uint8_t, T>(out, a, b, n, [](T x, T y) -> uint8_t { return expr; });                    \
   }
   KILN_PREDICATE2(eq, x == y)
   KILN_PREDICATE2(ne, x != y)
@@ -51,7 +38,7 @@ struct Predicates {
 #undef KILN_PREDICATE2
 
   static void logical_not(char* out, const char* in, int64_t n, const KernelArgs&) {
-    predicate1<T>(out, in, n, [](T x) -> uint8_t { return !nonzero(x); });
+    map_unary<uint8_t, T>(out, in, n, [](T x) -> uint8_t { return !nonzero(x); });
   }
 
   static BinaryKernel binary(BinaryOp op);
@@ -63,7 +50,7 @@ template <typename T>
 struct Ordered {
 #define KILN_PREDICATE2(name, expr)                                                            \
   static void name(char* out, const char* a, const char* b, int64_t n, const KernelArgs&) {    \
-    predicate2<T>(out, a, b, n, [](T x, T y) -> uint8_t { return expr; });                    \
+    map_binary<uint8_t, T>(out, a, b, n, [](T x, T y) -> uint8_t { return expr; });                    \
   }
   KILN_PREDICATE2(lt, x < y)
   KILN_PREDICATE2(le, x <= y)
@@ -78,29 +65,29 @@ template <typename T>
 struct Classify {
   static void isnan(char* out, const char* in, int64_t n, const KernelArgs&) {
     if constexpr (std::is_floating_point_v<T>) {
-      predicate1<T>(out, in, n, [](T x) -> uint8_t { return x != x; });
+      map_unary<uint8_t, T>(out, in, n, [](T x) -> uint8_t { return x != x; });
     } else if constexpr (std::is_integral_v<T>) {
       std::memset(out, 0, static_cast<size_t>(n));
     } else {
-      predicate1<T>(out, in, n, [](T z) -> uint8_t { return std::isnan(z.real()) || std::isnan(z.imag()); });
+      map_unary<uint8_t, T>(out, in, n, [](T z) -> uint8_t { return std::isnan(z.real()) || std::isnan(z.imag()); });
     }
   }
   static void isinf(char* out, const char* in, int64_t n, const KernelArgs&) {
     if constexpr (std::is_floating_point_v<T>) {
-      predicate1<T>(out, in, n, [](T x) -> uint8_t { return std::isinf(x); });
+      map_unary<uint8_t, T>(out, in, n, [](T x) -> uint8_t { return std::isinf(x); });
     } else if constexpr (std::is_integral_v<T>) {
       std::memset(out, 0, static_cast<size_t>(n));
     } else {
-      predicate1<T>(out, in, n, [](T z) -> uint8_t { return std::isinf(z.real()) || std::isinf(z.imag()); });
+      map_unary<uint8_t, T>(out, in, n, [](T z) -> uint8_t { return std::isinf(z.real()) || std::isinf(z.imag()); });
     }
   }
   static void isfinite(char* out, const char* in, int64_t n, const KernelArgs&) {
     if constexpr (std::is_floating_point_v<T>) {
-      predicate1<T>(out, in, n, [](T x) -> uint8_t { return std::isfinite(x); });
+      map_unary<uint8_t, T>(out, in, n, [](T x) -> uint8_t { return std::isfinite(x); });
     } else if constexpr (std::is_integral_v<T>) {
       std::memset(out, 1, static_cast<size_t>(n));
     } else {
-      predicate1<T>(out, in, n,
+      map_unary<uint8_t, T>(out, in, n,
                     [](T z) -> uint8_t { return std::isfinite(z.real()) && std::isfinite(z.imag()); });
     }
   }
