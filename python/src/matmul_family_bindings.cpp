@@ -2,6 +2,7 @@
 #include "binding_helpers.h"
 #include "kiln/ops/attention.h"
 #include "kiln/ops/grouped_mm.h"
+#include "kiln/ops/moe.h"
 #include "kiln/ops/scaled_mm.h"
 
 namespace kiln::python {
@@ -52,6 +53,49 @@ void bind_matmul_family(py::module_& m) {
   m.attr("_grouped_mm") = m.attr("grouped_mm");
   m.def("grouped_mm_fp8", &grouped_mm_fp8, py::arg("mat_a"), py::arg("mat_b"), py::arg("scale"), py::arg("offs"),
         "kiln's FP8 experts: mat_b float8_e4m3fn [G, N, K], per-row scale float32 [G, N]");
+
+  // MoE routing and the fused expert block (kiln's own; see include/kiln/ops/moe.h).
+  m.def("moe_route", [](const Tensor& logits, int64_t top_k, const std::string& scoring, bool renormalize,
+                        std::optional<Tensor> selection_bias, double routed_scaling_factor, double renorm_eps) {
+    if (scoring != "softmax" && scoring != "sigmoid") {
+      throw py::value_error("moe_route: scoring must be 'softmax' or 'sigmoid', got '" + scoring + "'");
+    }
+    const MoeRouting r = moe_route(logits, top_k, scoring == "softmax" ? MoeScoring::Softmax : MoeScoring::Sigmoid,
+                                   renormalize, selection_bias, routed_scaling_factor, renorm_eps);
+    return py::make_tuple(r.weights, r.ids);
+  }, py::arg("router_logits"), py::arg("top_k"), py::kw_only(), py::arg("scoring") = "softmax",
+        py::arg("renormalize") = false, py::arg("selection_bias") = py::none(),
+        py::arg("routed_scaling_factor") = 1.0, py::arg("renorm_eps") = 0.0,
+        "router logits [T, E] -> (weights float32 [T, k], ids int32 [T, k])");
+  m.def("moe_permute", [](const Tensor& ids, int64_t num_experts) {
+    const MoePermutation p = moe_permute(ids, num_experts);
+    return py::make_tuple(p.token_index, p.slot, p.offs);
+  }, py::arg("ids"), py::arg("num_experts"), "ids [T, k] -> (token_index, slot, offs) sorted by expert");
+  m.def("moe_experts", [](const Tensor& x, const Tensor& weights, const Tensor& ids, const Tensor& gate_up_proj,
+                          const Tensor& down_proj, std::optional<Tensor> gate_up_scale, std::optional<Tensor> down_scale,
+                          std::optional<Tensor> shared_gate_up, std::optional<Tensor> shared_down,
+                          std::optional<Tensor> shared_gate, std::optional<Tensor> shared_gate_up_scale,
+                          std::optional<Tensor> shared_down_scale) {
+    const MoeExperts experts = MoeExperts::from_fused(gate_up_proj, down_proj, gate_up_scale, down_scale);
+    std::optional<SharedExpert> shared;
+    if (shared_gate_up.has_value() || shared_down.has_value() || shared_gate.has_value()) {
+      if (!shared_gate_up.has_value() || !shared_down.has_value() || !shared_gate.has_value()) {
+        throw py::value_error("moe_experts: a shared expert needs shared_gate_up, shared_down and shared_gate");
+      }
+      std::optional<Tensor> gu_scale, d_scale;
+      if (shared_gate_up_scale.has_value()) gu_scale = shared_gate_up_scale->unsqueeze(0);
+      if (shared_down_scale.has_value()) d_scale = shared_down_scale->unsqueeze(0);
+      const MoeExperts one = MoeExperts::from_fused(shared_gate_up->unsqueeze(0), shared_down->unsqueeze(0), gu_scale,
+                                                    d_scale);
+      shared = SharedExpert{one.experts[0], *shared_gate};
+    }
+    return moe_experts(x, weights, ids, experts, shared);
+  }, py::arg("x"), py::arg("weights"), py::arg("ids"), py::arg("gate_up_proj"), py::arg("down_proj"), py::kw_only(),
+        py::arg("gate_up_scale") = py::none(), py::arg("down_scale") = py::none(),
+        py::arg("shared_gate_up") = py::none(), py::arg("shared_down") = py::none(),
+        py::arg("shared_gate") = py::none(), py::arg("shared_gate_up_scale") = py::none(),
+        py::arg("shared_down_scale") = py::none(),
+        "fused experts: x [T, H], gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]");
 }
 
 }  // namespace kiln::python

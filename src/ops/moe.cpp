@@ -1,0 +1,289 @@
+// moe_route, moe_permute, MoeExperts::from_fused and moe_experts: validation, dtype
+// handling and views (front ends; kernels in backend/cpu/moe_kernels.cpp and
+// moe_experts-inl.h).
+#include "kiln/ops/moe.h"
+
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cast.h"
+#include "backend/cpu/moe_kernels.h"
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/thread_pool.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool is_activation_dtype(DType t) { return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float16; }
+
+// A contiguous float32 copy (or the tensor itself when it already is one).
+Tensor as_f32(const Tensor& t) { return t.to(DType::Float32).contiguous(); }
+
+// The routing pair of moe_experts: ids int32 and weights float32, both [T, k].
+struct CheckedRouting {
+  Tensor weights, ids;
+};
+
+CheckedRouting check_routing(const char* op, const Tensor& weights, const Tensor& ids, int64_t tokens,
+                             int64_t num_experts) {
+  check_defined(weights, op, "weights");
+  check_defined(ids, op, "ids");
+  KILN_CHECK(ids.dim() == 2 && ids.size(0) == tokens, op, "ids must be [{}, top_k] (one row per token), got shape {}",
+             tokens, ids.shape_str());
+  KILN_CHECK(weights.sizes() == ids.sizes(), op, "weights must have the shape of ids {}, got {}", ids.shape_str(),
+             weights.shape_str());
+  KILN_CHECK_KIND(ids.dtype() == DType::Int32 || ids.dtype() == DType::Int64, Type, op,
+                  "ids must be int32 or int64, got {}", dtype_name(ids.dtype()));
+  KILN_CHECK_KIND(is_floating(weights.dtype()), Type, op, "weights must be a float tensor, got {}",
+                  dtype_name(weights.dtype()));
+  CheckedRouting r{as_f32(weights), ids.to(DType::Int64).contiguous()};
+  const int64_t* id = r.ids.data<int64_t>();
+  for (int64_t i = 0; i < r.ids.numel(); ++i) {
+    KILN_CHECK_KIND(id[i] >= 0 && id[i] < num_experts, Index, op, "expert id {} out of range for {} experts", id[i],
+                    num_experts);
+  }
+  r.ids = r.ids.to(DType::Int32);
+  return r;
+}
+
+// One projection [rows, cols] of an expert, with its checked float32 scales.
+cpu::ExpertMatrix expert_matrix(const char* op, const char* what, const Tensor& w, const std::optional<Tensor>& scale,
+                                int64_t rows, int64_t cols, cpu::Fp8ScaleLayout* layout, bool* layout_known,
+                                std::vector<Tensor>& keep) {
+  KILN_CHECK(w.defined() && w.dim() == 2 && w.size(0) == rows && w.size(1) == cols, op,
+             "{} must have shape [{}, {}], got {}", what, rows, cols, w.defined() ? w.shape_str() : "undefined");
+  KILN_CHECK(cols <= 1 || w.stride(1) == 1, op, "{} must have unit stride inside its rows, got strides {}", what,
+             shape_to_string(w.strides()));
+  cpu::ExpertMatrix m{w.data_ptr(), w.stride(0), nullptr};
+  if (w.dtype() != DType::Float8_e4m3fn) {
+    KILN_CHECK(!scale.has_value(), op, "{} is {}: scales are only for float8_e4m3fn weights", what,
+               dtype_name(w.dtype()));
+    return m;
+  }
+  KILN_CHECK(scale.has_value() && scale->defined(), op, "{} is float8_e4m3fn and needs its float32 scales", what);
+  KILN_CHECK_KIND(scale->dtype() == DType::Float32, Type, op, "{} scales must be float32, got {}", what,
+                  dtype_name(scale->dtype()));
+  const Shape per_row{rows};
+  const Shape per_block{ceil_div(rows, 128), ceil_div(cols, 128)};
+  KILN_CHECK(scale->sizes() == per_row || scale->sizes() == per_block, op,
+             "{} scales must be {} (per row) or {} (per 128x128 block), got {}", what, shape_to_string(per_row),
+             shape_to_string(per_block), scale->shape_str());
+  const auto this_layout = scale->dim() == 1 ? cpu::Fp8ScaleLayout::PerRow : cpu::Fp8ScaleLayout::Block128;
+  // A [1, 1] grid reads the same either way; only a real mismatch is refused.
+  KILN_CHECK(!*layout_known || this_layout == *layout || per_row == per_block, op,
+             "all expert scales must use one layout (per row or per 128x128 block)");
+  if (!*layout_known) {
+    *layout = this_layout;
+    *layout_known = true;
+  }
+  keep.push_back(scale->contiguous());
+  m.scale = keep.back().data<float>();
+  return m;
+}
+
+cpu::SwigluExpert swiglu_expert(const char* op, const SwigluWeights& w, int64_t hidden, DType dtype,
+                                cpu::Fp8ScaleLayout* layout, bool* layout_known, std::vector<Tensor>& keep) {
+  KILN_CHECK(w.gate.defined() && w.gate.dim() == 2, op, "expert gate must be a 2-D [inter, hidden] matrix");
+  const int64_t inter = w.gate.size(0);
+  for (const Tensor* t : {&w.gate, &w.up, &w.down}) {
+    KILN_CHECK_KIND(t->defined() && t->dtype() == dtype, Type, op,
+                    "all expert weights must share one dtype ({}), got {}", dtype_name(dtype),
+                    t->defined() ? dtype_name(t->dtype()) : "undefined");
+  }
+  cpu::SwigluExpert e;
+  e.inter = inter;
+  e.gate = expert_matrix(op, "expert gate", w.gate, w.gate_scale, inter, hidden, layout, layout_known, keep);
+  e.up = expert_matrix(op, "expert up", w.up, w.up_scale, inter, hidden, layout, layout_known, keep);
+  e.down = expert_matrix(op, "expert down", w.down, w.down_scale, hidden, inter, layout, layout_known, keep);
+  return e;
+}
+
+}  // namespace
+
+MoeRouting moe_route(const Tensor& router_logits, int64_t top_k, MoeScoring scoring, bool renormalize,
+                     const std::optional<Tensor>& selection_bias, double routed_scaling_factor, double renorm_eps) {
+  constexpr const char* op = "moe_route";
+  check_defined(router_logits, op, "router_logits");
+  KILN_CHECK(router_logits.dim() == 2, op, "router_logits must be [tokens, experts], got shape {}",
+             router_logits.shape_str());
+  KILN_CHECK_KIND(is_activation_dtype(router_logits.dtype()), Type, op,
+                  "router_logits must be float32, bfloat16 or float16, got {}", dtype_name(router_logits.dtype()));
+  const int64_t T = router_logits.size(0), E = router_logits.size(1);
+  KILN_CHECK_KIND(top_k >= 1 && top_k <= E, Value, op, "top_k must be in [1, {}] (the number of experts), got {}", E,
+                  top_k);
+  KILN_CHECK_KIND(std::isfinite(routed_scaling_factor), Value, op, "routed_scaling_factor must be finite, got {}",
+                  routed_scaling_factor);
+  KILN_CHECK_KIND(renorm_eps >= 0.0 && std::isfinite(renorm_eps), Value, op,
+                  "renorm_eps must be finite and >= 0, got {}", renorm_eps);
+  Tensor bias;
+  if (selection_bias.has_value()) {
+    KILN_CHECK(selection_bias->defined() && selection_bias->dim() == 1 && selection_bias->size(0) == E, op,
+               "selection_bias must be [{}] (one per expert), got {}", E,
+               selection_bias->defined() ? selection_bias->shape_str() : "undefined");
+    KILN_CHECK_KIND(is_floating(selection_bias->dtype()), Type, op, "selection_bias must be a float tensor, got {}",
+                    dtype_name(selection_bias->dtype()));
+    bias = as_f32(*selection_bias);
+  }
+  MoeRouting r{empty({T, top_k}, DType::Float32), empty({T, top_k}, DType::Int32)};
+  if (T == 0) return r;
+  const Tensor logits = as_f32(router_logits);
+  cpu::MoeRouteArgs a;
+  a.logits = logits.data<float>();
+  a.tokens = T;
+  a.experts = E;
+  a.top_k = top_k;
+  a.sigmoid = scoring == MoeScoring::Sigmoid;
+  a.selection_bias = bias.defined() ? bias.data<float>() : nullptr;
+  a.renormalize = renormalize;
+  a.renorm_eps = renorm_eps;
+  a.scaling = routed_scaling_factor;
+  a.weights = r.weights.data<float>();
+  a.ids = r.ids.data<int32_t>();
+  cpu::moe_route(default_thread_pool(), a);
+  return r;
+}
+
+MoePermutation moe_permute(const Tensor& ids, int64_t num_experts) {
+  constexpr const char* op = "moe_permute";
+  check_defined(ids, op, "ids");
+  KILN_CHECK(ids.dim() == 2, op, "ids must be [tokens, top_k], got shape {}", ids.shape_str());
+  KILN_CHECK_KIND(ids.dtype() == DType::Int32 || ids.dtype() == DType::Int64, Type, op,
+                  "ids must be int32 or int64, got {}", dtype_name(ids.dtype()));
+  KILN_CHECK_KIND(num_experts >= 1, Value, op, "num_experts must be >= 1, got {}", num_experts);
+  const Tensor id = ids.to(DType::Int64).contiguous();
+  const int64_t slots = id.numel(), k = ids.size(1);
+  const int64_t* v = id.data<int64_t>();
+  std::vector<int64_t> count(static_cast<size_t>(num_experts) + 1, 0);
+  for (int64_t s = 0; s < slots; ++s) {
+    KILN_CHECK_KIND(v[s] >= 0 && v[s] < num_experts, Index, op, "expert id {} out of range for {} experts", v[s],
+                    num_experts);
+    ++count[v[s] + 1];
+  }
+  MoePermutation p{empty({slots}, DType::Int64), empty({slots}, DType::Int64), empty({num_experts}, DType::Int32)};
+  for (int64_t e = 0; e < num_experts; ++e) {
+    count[e + 1] += count[e];
+    p.offs.data<int32_t>()[e] = static_cast<int32_t>(count[e + 1]);
+  }
+  for (int64_t s = 0; s < slots; ++s) {
+    const int64_t dst = count[v[s]]++;
+    p.token_index.data<int64_t>()[dst] = s / k;
+    p.slot.data<int64_t>()[dst] = s;
+  }
+  return p;
+}
+
+MoeExperts MoeExperts::from_fused(const Tensor& gate_up, const Tensor& down, const std::optional<Tensor>& gate_up_scale,
+                                  const std::optional<Tensor>& down_scale) {
+  constexpr const char* op = "MoeExperts.from_fused";
+  check_defined(gate_up, op, "gate_up");
+  check_defined(down, op, "down");
+  KILN_CHECK(gate_up.dim() == 3 && gate_up.size(1) % 2 == 0, op,
+             "gate_up must be [experts, 2 * inter, hidden], got shape {}", gate_up.shape_str());
+  const int64_t E = gate_up.size(0), I = gate_up.size(1) / 2, H = gate_up.size(2);
+  KILN_CHECK(down.dim() == 3 && down.size(0) == E && down.size(1) == H && down.size(2) == I, op,
+             "down must be [{}, {}, {}] for gate_up {}, got {}", E, H, I, gate_up.shape_str(), down.shape_str());
+  KILN_CHECK(gate_up_scale.has_value() == down_scale.has_value(), op,
+             "pass both gate_up_scale and down_scale, or neither");
+  const bool block = gate_up_scale.has_value() && gate_up_scale->dim() == 3;
+  if (gate_up_scale.has_value()) {
+    KILN_CHECK(gate_up_scale->dim() >= 2 && gate_up_scale->size(0) == E && down_scale->dim() == gate_up_scale->dim() &&
+                   down_scale->size(0) == E,
+               op, "scales must be [{}, rows] (per row) or [{}, row blocks, column blocks], got {} and {}", E, E,
+               gate_up_scale->shape_str(), down_scale->shape_str());
+    KILN_CHECK(!block || I % 128 == 0, op,
+               "128x128 block scales need the gate/up split (inter = {}) on a block boundary", I);
+  }
+  MoeExperts experts;
+  for (int64_t e = 0; e < E; ++e) {
+    SwigluWeights w;
+    const Tensor gu = gate_up.select(0, e);
+    w.gate = gu.narrow(0, 0, I);
+    w.up = gu.narrow(0, I, I);
+    w.down = down.select(0, e);
+    if (gate_up_scale.has_value()) {
+      const Tensor s = gate_up_scale->select(0, e);
+      const int64_t split = block ? I / 128 : I;
+      w.gate_scale = s.narrow(0, 0, split);
+      w.up_scale = s.narrow(0, split, s.size(0) - split);
+      w.down_scale = down_scale->select(0, e);
+    }
+    experts.experts.push_back(std::move(w));
+  }
+  return experts;
+}
+
+Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, const MoeExperts& experts,
+                   const std::optional<SharedExpert>& shared) {
+  constexpr const char* op = "moe_experts";
+  check_defined(x, op, "x");
+  KILN_CHECK(x.dim() == 2, op, "x must be [tokens, hidden], got shape {}", x.shape_str());
+  KILN_CHECK_KIND(is_activation_dtype(x.dtype()), Type, op, "x must be float32, bfloat16 or float16, got {}",
+                  dtype_name(x.dtype()));
+  KILN_CHECK(!experts.experts.empty(), op, "no experts given");
+  const int64_t T = x.size(0), H = x.size(1), E = static_cast<int64_t>(experts.experts.size());
+  const CheckedRouting routing = check_routing(op, weights, ids, T, E);
+  const DType wdtype = experts.experts[0].gate.defined() ? experts.experts[0].gate.dtype() : DType::Float32;
+  KILN_CHECK_KIND(is_activation_dtype(wdtype) || wdtype == DType::Float8_e4m3fn, Type, op,
+                  "expert weights must be float32, bfloat16, float16 or float8_e4m3fn, got {}", dtype_name(wdtype));
+  std::vector<Tensor> keep;
+  cpu::Fp8ScaleLayout layout = cpu::Fp8ScaleLayout::PerRow;
+  bool layout_known = false;
+  std::vector<cpu::SwigluExpert> list;
+  list.reserve(static_cast<size_t>(E));
+  const int64_t inter = experts.experts[0].gate.defined() ? experts.experts[0].gate.size(0) : 0;
+  for (const SwigluWeights& w : experts.experts) {
+    list.push_back(swiglu_expert(op, w, H, wdtype, &layout, &layout_known, keep));
+    KILN_CHECK(list.back().inter == inter, op, "all experts must have one intermediate size ({}), got {}", inter,
+               list.back().inter);
+  }
+  Tensor out = empty({T, H}, x.dtype());
+  if (T == 0 || H == 0) return out;
+  const Tensor xc = x.contiguous();
+
+  cpu::MoeExpertsArgs a;
+  cpu::SwigluExpert shared_expert;
+  Tensor shared_weight;
+  if (shared.has_value()) {
+    shared_expert = swiglu_expert(op, shared->weights, H, wdtype, &layout, &layout_known, keep);
+    const Tensor& g = shared->gate_weight;
+    KILN_CHECK(g.defined() && g.numel() == H && (g.dim() == 1 || (g.dim() == 2 && g.size(0) == 1)), op,
+               "shared expert gate_weight must be [1, {}] or [{}], got {}", H, H,
+               g.defined() ? g.shape_str() : "undefined");
+    KILN_CHECK_KIND(is_floating(g.dtype()), Type, op, "shared expert gate_weight must be a float tensor, got {}",
+                    dtype_name(g.dtype()));
+    // sigmoid(x . g) per token, in float32.
+    const Tensor gf = as_f32(g.reshape({H}));
+    shared_weight = empty({T}, DType::Float32);
+    std::vector<float> row(static_cast<size_t>(H));
+    const size_t item = itemsize(x.dtype());
+    for (int64_t t = 0; t < T; ++t) {
+      cpu::to_f32(x.dtype(), static_cast<const char*>(xc.data_ptr()) + t * H * item, row.data(), H);
+      double dot = 0.0;
+      for (int64_t h = 0; h < H; ++h) dot += static_cast<double>(row[h]) * gf.data<float>()[h];
+      shared_weight.data<float>()[t] = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+    }
+    a.shared = &shared_expert;
+    a.shared_weight = shared_weight.data<float>();
+  }
+  a.weight_dtype = wdtype;
+  a.scale_layout = layout;
+  a.hidden = H;
+  a.experts = list.data();
+  a.num_experts = E;
+  a.tokens = T;
+  a.top_k = ids.size(1);
+  a.ids = routing.ids.data<int32_t>();
+  a.weights = routing.weights.data<float>();
+  a.act_dtype = x.dtype();
+  a.x = xc.data_ptr();
+  a.out = out.data_ptr();
+  cpu::moe_experts(default_thread_pool(), a);
+  return out;
+}
+
+}  // namespace kiln
