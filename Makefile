@@ -1,6 +1,11 @@
 # Thin wrapper over CMake: `make demo` and `make test` are the two set-up commands.
 BUILD_DIR := build/release
 PYTHON := /usr/bin/python3
+# The built-in demo model: a synthetic Qwen3-MoE checkpoint in the exact Hugging Face
+# layout with random weights (so its text is meaningless); point `kiln run --model` at a
+# real folder for real text.
+DEMO_MODEL := build/models/qwen3-moe-demo
+DEMO_PROMPT := The kiln fired the clay until it rang like a bell.
 
 .PHONY: deps configure build demo test test-cpp test-python bench clean
 
@@ -14,7 +19,8 @@ build: configure
 	@cmake --build $(BUILD_DIR)
 
 demo: build
-	$(BUILD_DIR)/kiln doctor
+	@test -f $(DEMO_MODEL)/config.json || $(BUILD_DIR)/kiln make-model --arch qwen3_moe --preset demo --out $(DEMO_MODEL)
+	$(BUILD_DIR)/kiln run --model $(DEMO_MODEL) --prompt "$(DEMO_PROMPT)" -n 64
 
 test-cpp: build
 	cd $(BUILD_DIR) && ctest --output-on-failure

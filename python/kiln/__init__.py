@@ -70,4 +70,4 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
-from . import nn  # noqa: E402,F401
+from . import llm, nn  # noqa: E402,F401

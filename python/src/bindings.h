@@ -18,6 +18,7 @@ void bind_tensor(py::module_& m);
 void bind_creation(py::module_& m);
 void bind_runtime(py::module_& m);
 void bind_ops(py::module_& m);
+void bind_llm(py::module_& m);
 
 // A Python number (bool, int, float, complex) as a kiln::Scalar; TypeError otherwise.
 Scalar to_scalar(const py::handle& obj);

@@ -91,4 +91,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_creation(m);
   bind_runtime(m);
   bind_ops(m);
+  bind_llm(m);
 }

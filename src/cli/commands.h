@@ -21,5 +21,7 @@ using CommandList = std::vector<Command>;
 
 void register_doctor_command(CLI::App& app, CommandList& commands);
 void register_bench_command(CLI::App& app, CommandList& commands);
+void register_make_model_command(CLI::App& app, CommandList& commands);
+void register_run_command(CLI::App& app, CommandList& commands);
 
 }  // namespace kiln::cli

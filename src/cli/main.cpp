@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   kiln::cli::CommandList commands;
   kiln::cli::register_doctor_command(app, commands);
   kiln::cli::register_bench_command(app, commands);
+  kiln::cli::register_make_model_command(app, commands);
+  kiln::cli::register_run_command(app, commands);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,93 @@
+"""kiln.llm: run a Hugging Face Mixture-of-Experts checkpoint (qwen3_moe, lfm2_moe).
+
+    model = kiln.llm.load("path/to/Qwen3-30B-A3B", dtype="fp8")
+    logits = model.forward(model.tokenizer.encode("Hello"))   # numpy float32 [T, vocab]
+    print(model.generate("Hello", max_new_tokens=32))
+
+A model holds one sequence: ``forward`` appends tokens to it (its KV cache), ``reset``
+starts a new one, and ``generate`` always starts a new one.
+"""
+
+from . import _kiln
+
+__all__ = ["load", "make_model", "Model", "Tokenizer"]
+
+
+class Tokenizer:
+    """The model folder's tokenizer.json (byte-level BPE)."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def encode(self, text, add_special_tokens=True):
+        """Text -> list of token ids (adds the BOS token when the tokenizer asks for one)."""
+        return self._model.encode(text, add_special_tokens)
+
+    def decode(self, ids, skip_special_tokens=False):
+        """Token ids -> text."""
+        return self._model.decode(list(ids), skip_special_tokens)
+
+    def chat_prompt(self, user, system=""):
+        """The ChatML prompt text for one user turn."""
+        return self._model.chat_prompt(user, system)
+
+    @property
+    def eos_ids(self):
+        return list(self._model.eos_ids)
+
+
+class Model:
+    """A loaded model and the state of one sequence. Use :func:`load` to make one."""
+
+    def __init__(self, handle):
+        self._model = handle
+        self.tokenizer = Tokenizer(handle)
+
+    @property
+    def info(self):
+        """Architecture, sizes, weight format, memory and load time, as a dict."""
+        return self._model.info
+
+    @property
+    def position(self):
+        """Tokens in the current sequence."""
+        return self._model.position
+
+    def reset(self):
+        """Starts a new sequence (empties the KV cache)."""
+        self._model.reset()
+
+    def forward(self, token_ids, last_only=False):
+        """Appends ``token_ids`` to the sequence; returns float32 logits as a numpy array,
+        one row per position ([T, vocab]), or only the last row ([1, vocab]) with
+        ``last_only``."""
+        return self._model.forward(list(token_ids), not last_only).numpy()
+
+    def generate(self, prompt, max_new_tokens=128, *, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
+                 repetition_penalty=1.0, seed=0, chat=False, system="", on_text=None, return_details=False):
+        """Generates text for ``prompt`` on a new sequence. Greedy by default; sampling with
+        ``temperature`` > 0 (then ``top_k``, ``top_p``, ``min_p``, ``seed``). ``on_text(piece)``
+        receives the text as it is produced (return False to stop). Returns the text, or a
+        dict with tokens, timings and the stop reason when ``return_details``."""
+        result = self._model.generate(prompt, max_new_tokens, temperature, top_k, top_p, min_p,
+                                      repetition_penalty, seed, chat, system, on_text)
+        return result if return_details else result["text"]
+
+
+def load(path, dtype="as-stored", *, max_context=0, cache_dtype=None):
+    """Loads a Hugging Face folder (config.json, *.safetensors, tokenizer.json).
+
+    dtype: "as-stored" (zero-copy), "bf16", "f32", or "fp8" (linear and expert weights
+    quantised to float8_e4m3fn with per-row scales while loading). max_context: tokens
+    the KV cache holds (0: the model's limit, at most 4096). cache_dtype: kiln.float32 or
+    kiln.bfloat16 (default follows the weights).
+    """
+    return Model(_kiln._LlmModel.load(str(path), dtype, max_context, cache_dtype))
+
+
+def make_model(out_dir, arch="qwen3_moe", preset="tiny", *, layers=None, fp8=False, seed=0):
+    """Writes a deterministic synthetic checkpoint in the exact Hugging Face layout (what
+    ``kiln make-model`` writes): random weights, so its text is meaningless. arch:
+    "qwen3_moe" or "lfm2_moe"; preset: "tiny", "demo", "qwen3-30b-a3b", "lfm2-8b-a1b";
+    fp8 writes a block-scaled FP8 checkpoint."""
+    _kiln._make_synthetic_model(str(out_dir), arch, preset, layers, fp8, seed)

@@ -1,0 +1,350 @@
+// config.json / generation_config.json -> ModelConfig. Geometry keys are required (class
+// defaults in transformers describe other models, spec models.md §1.1); flags that real
+// files may omit take transformers' defaults for the architecture. Every option that
+// would change the math in a way kiln does not implement (rope scaling, sliding window,
+// biases, other quantisation schemes) is refused rather than ignored.
+#include "llm/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "kiln/error.h"
+
+namespace kiln::llm {
+namespace {
+
+using nlohmann::json;
+
+// Typed access to one JSON object; errors name the file and the key.
+class Reader {
+ public:
+  Reader(const json& object, std::string source, std::string prefix = "")
+      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  template <typename... Args>
+  [[noreturn]] void error(ErrorKind kind, std::string_view key, fmt::format_string<Args...> f, Args&&... args) const {
+    fail(kind, "config " + source_, "'{}{}' {}", prefix_, key, fmt::format(f, std::forward<Args>(args)...));
+  }
+
+  // Present and not null.
+  bool has(std::string_view key) const {
+    const auto it = object_.find(key);
+    return it != object_.end() && !it->is_null();
+  }
+  const json& at(std::string_view key) const {
+    if (!has(key)) error(ErrorKind::Value, key, "is missing");
+    return *object_.find(key);
+  }
+
+  int64_t integer(std::string_view key) const {
+    const json& v = at(key);
+    if (!v.is_number_integer()) error(ErrorKind::Value, key, "must be an integer, got {}", v.dump());
+    return v.get<int64_t>();
+  }
+  int64_t positive(std::string_view key) const {
+    const int64_t v = integer(key);
+    if (v <= 0) error(ErrorKind::Value, key, "must be positive, got {}", v);
+    return v;
+  }
+  int64_t positive(std::string_view key, int64_t fallback) const { return has(key) ? positive(key) : fallback; }
+  std::optional<int64_t> optional_integer(std::string_view key) const {
+    return has(key) ? std::optional<int64_t>(integer(key)) : std::nullopt;
+  }
+
+  double number(std::string_view key) const {
+    const json& v = at(key);
+    if (!v.is_number()) error(ErrorKind::Value, key, "must be a number, got {}", v.dump());
+    return v.get<double>();
+  }
+  double positive_number(std::string_view key) const {
+    const double v = number(key);
+    if (!(v > 0)) error(ErrorKind::Value, key, "must be positive, got {}", v);
+    return v;
+  }
+  std::optional<double> optional_number(std::string_view key) const {
+    return has(key) ? std::optional<double>(number(key)) : std::nullopt;
+  }
+
+  bool boolean(std::string_view key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = at(key);
+    if (!v.is_boolean()) error(ErrorKind::Value, key, "must be true or false, got {}", v.dump());
+    return v.get<bool>();
+  }
+  std::optional<bool> optional_boolean(std::string_view key) const {
+    return has(key) ? std::optional<bool>(boolean(key, false)) : std::nullopt;
+  }
+
+  std::string string(std::string_view key) const {
+    const json& v = at(key);
+    if (!v.is_string()) error(ErrorKind::Value, key, "must be a string, got {}", v.dump());
+    return v.get<std::string>();
+  }
+
+  // An id or a list of ids (eos_token_id).
+  std::vector<int64_t> ids(std::string_view key) const {
+    if (!has(key)) return {};
+    const json& v = at(key);
+    if (v.is_number_integer()) return {v.get<int64_t>()};
+    std::vector<int64_t> ids;
+    if (v.is_array()) {
+      for (const json& id : v) {
+        if (!id.is_number_integer()) break;
+        ids.push_back(id.get<int64_t>());
+      }
+      if (ids.size() == v.size()) return ids;
+    }
+    error(ErrorKind::Value, key, "must be an integer or a list of integers, got {}", v.dump());
+  }
+
+  Reader object(std::string_view key) const {
+    const json& v = at(key);
+    if (!v.is_object()) error(ErrorKind::Value, key, "must be an object, got {}", v.dump());
+    return Reader(v, source_, prefix_ + std::string(key) + ".");
+  }
+
+ private:
+  const json& object_;
+  std::string source_;
+  std::string prefix_;
+};
+
+json parse_json_object(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail(ErrorKind::Value, "config " + source, "not valid JSON: {}", e.what());
+  }
+  if (!j.is_object()) fail(ErrorKind::Value, "config " + source, "expected a JSON object, got {}", j.type_name());
+  return j;
+}
+
+DType parse_dtype(const Reader& r) {
+  const char* key = r.has("torch_dtype") ? "torch_dtype" : "dtype";
+  if (!r.has(key)) return DType::BFloat16;
+  const std::string name = r.string(key);
+  if (name == "bfloat16") return DType::BFloat16;
+  if (name == "float16") return DType::Float16;
+  if (name == "float32") return DType::Float32;
+  r.error(ErrorKind::Value, key, "is '{}', expected bfloat16, float16 or float32", name);
+}
+
+// rope_theta at the top level (transformers v4 files) or in rope_parameters (v5).
+// Scaled variants (YaRN, linear, dynamic, llama3) change the angles: refused.
+double parse_rope(const Reader& r) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!r.has(key)) continue;
+    const Reader rope = r.object(key);
+    for (const char* type_key : {"rope_type", "type"}) {
+      if (rope.has(type_key) && rope.string(type_key) != "default") {
+        rope.error(ErrorKind::NotImplemented, type_key, "is '{}': only the default RoPE is supported",
+                   rope.string(type_key));
+      }
+    }
+    if (std::string_view(key) == "rope_parameters" && rope.has("rope_theta")) return rope.positive_number("rope_theta");
+  }
+  return r.positive_number("rope_theta");
+}
+
+void parse_quantization(const Reader& r, ModelConfig& c) {
+  if (!r.has("quantization_config")) return;
+  const Reader q = r.object("quantization_config");
+  const std::string method = q.string("quant_method");
+  if (method != "fp8") {
+    q.error(ErrorKind::NotImplemented, "quant_method", "is '{}': only fp8 (block-scaled) checkpoints are supported",
+            method);
+  }
+  if (q.has("fmt") && q.string("fmt") != "e4m3") {
+    q.error(ErrorKind::NotImplemented, "fmt", "is '{}': only e4m3 is supported", q.string("fmt"));
+  }
+  if (q.has("activation_scheme") && q.string("activation_scheme") != "dynamic") {
+    q.error(ErrorKind::NotImplemented, "activation_scheme", "is '{}': only dynamic is supported",
+            q.string("activation_scheme"));
+  }
+  const json& block = q.at("weight_block_size");
+  if (block != json::array({128, 128})) {
+    q.error(ErrorKind::NotImplemented, "weight_block_size", "is {}: only [128, 128] blocks are supported",
+            block.dump());
+  }
+  c.fp8_block_scaled = true;
+}
+
+void parse_generation(const std::string& text, const std::string& source, ModelConfig& c) {
+  const json j = parse_json_object(text, source);
+  const Reader r(j, source);
+  GenerationDefaults& g = c.generation;
+  g.temperature = r.optional_number("temperature");
+  g.top_k = r.optional_integer("top_k");
+  g.top_p = r.optional_number("top_p");
+  g.min_p = r.optional_number("min_p");
+  g.repetition_penalty = r.optional_number("repetition_penalty");
+  g.do_sample = r.optional_boolean("do_sample");
+  for (int64_t id : r.ids("eos_token_id")) {
+    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
+      c.eos_token_ids.push_back(id);
+    }
+  }
+}
+
+void refuse_if(const Reader& r, const char* key, bool refused_value, const char* why) {
+  if (r.has(key) && r.boolean(key, false) == refused_value) r.error(ErrorKind::NotImplemented, key, "{}", why);
+}
+
+void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
+  c.arch = Arch::Qwen3Moe;
+  if (r.has("hidden_act") && r.string("hidden_act") != "silu") {
+    r.error(ErrorKind::NotImplemented, "hidden_act", "is '{}': only silu is supported", r.string("hidden_act"));
+  }
+  refuse_if(r, "attention_bias", true, "is true: attention biases are not supported");
+  refuse_if(r, "use_sliding_window", true, "is true: sliding-window attention is not supported");
+  c.head_dim = r.has("head_dim") ? r.positive("head_dim") : 0;
+  c.norm_eps = r.positive_number("rms_norm_eps");
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+  c.norm_topk_prob = r.boolean("norm_topk_prob", false);
+  c.scoring = RouterScoring::Softmax;
+  c.mixers.assign(c.num_layers, MixerKind::Attention);
+
+  // Layer i is MoE iff i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
+  const int64_t sparse_step = r.positive("decoder_sparse_step", 1);
+  std::set<int64_t> dense_only;
+  if (r.has("mlp_only_layers")) {
+    const json& list = r.at("mlp_only_layers");
+    if (!list.is_array()) r.error(ErrorKind::Value, "mlp_only_layers", "must be a list of layer indices");
+    for (const json& v : list) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.num_layers) {
+        r.error(ErrorKind::Value, "mlp_only_layers", "holds {}, expected layer indices in [0, {})", v.dump(),
+                c.num_layers);
+      }
+      dense_only.insert(v.get<int64_t>());
+    }
+  }
+  c.moe_layers.resize(c.num_layers);
+  for (int64_t i = 0; i < c.num_layers; ++i) c.moe_layers[i] = !dense_only.count(i) && (i + 1) % sparse_step == 0;
+}
+
+void parse_lfm2_moe(const Reader& r, ModelConfig& c) {
+  c.arch = Arch::Lfm2Moe;
+  refuse_if(r, "conv_bias", true, "is true: short-conv biases are not supported");
+  if (r.has("head_dim") && r.positive("head_dim") * c.num_heads != c.hidden_size) {
+    r.error(ErrorKind::NotImplemented, "head_dim", "is {}: LFM2 attention uses hidden_size / num_attention_heads = {}",
+            r.integer("head_dim"), c.hidden_size / c.num_heads);
+  }
+  c.norm_eps = r.positive_number("norm_eps");
+  // transformers reads the original key tie_embedding in preference to tie_word_embeddings.
+  c.tie_word_embeddings = r.has("tie_embedding") ? r.boolean("tie_embedding", true)
+                                                 : r.boolean("tie_word_embeddings", true);
+  c.norm_topk_prob = r.boolean("norm_topk_prob", true);
+  c.use_expert_bias = r.boolean("use_expert_bias", true);
+  c.routed_scaling_factor = r.has("routed_scaling_factor") ? r.positive_number("routed_scaling_factor") : 1.0;
+  c.scoring = RouterScoring::Sigmoid;
+  c.conv_kernel = r.positive("conv_L_cache");
+
+  const json& types = r.at("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_layers) {
+    r.error(ErrorKind::Value, "layer_types", "must list one type per layer ({} = num_hidden_layers), got {}",
+            c.num_layers, types.is_array() ? std::to_string(types.size()) + " entries" : types.dump());
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    const std::string type = types[i].is_string() ? types[i].get<std::string>() : types[i].dump();
+    if (type == "conv" || type == "short_conv") {
+      c.mixers.push_back(MixerKind::ShortConv);
+    } else if (type == "full_attention" || type == "attention" || type == "attn") {
+      c.mixers.push_back(MixerKind::Attention);
+    } else {
+      r.error(ErrorKind::Value, "layer_types", "[{}] is {}, expected \"conv\" or \"full_attention\"", i, type);
+    }
+  }
+
+  const int64_t dense_layers = r.integer("num_dense_layers");
+  if (dense_layers < 0 || dense_layers > c.num_layers) {
+    r.error(ErrorKind::Value, "num_dense_layers", "is {}, expected 0..{} (num_hidden_layers)", dense_layers,
+            c.num_layers);
+  }
+  c.moe_layers.resize(c.num_layers);
+  for (int64_t i = 0; i < c.num_layers; ++i) c.moe_layers[i] = i >= dense_layers;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const std::string& config_json, const std::string& source,
+                               const std::string& generation_json) {
+  const json j = parse_json_object(config_json, source);
+  const Reader r(j, source);
+  ModelConfig c;
+  c.model_type = r.string("model_type");
+  if (c.model_type != "qwen3_moe" && c.model_type != "lfm2_moe") {
+    r.error(ErrorKind::NotImplemented, "model_type",
+            "is '{}': supported model types are qwen3_moe and lfm2_moe (qwen3_next, qwen3_5_moe, qwen3_5_moe_text "
+            "and dense qwen3 are not supported yet)", c.model_type);
+  }
+  c.vocab_size = r.positive("vocab_size");
+  c.hidden_size = r.positive("hidden_size");
+  c.num_layers = r.positive("num_hidden_layers");
+  c.num_heads = r.positive("num_attention_heads");
+  c.num_kv_heads = r.positive("num_key_value_heads");
+  if (c.num_heads % c.num_kv_heads != 0) {
+    r.error(ErrorKind::Value, "num_attention_heads", "({}) must be a multiple of num_key_value_heads ({})",
+            c.num_heads, c.num_kv_heads);
+  }
+  c.max_position_embeddings = r.positive("max_position_embeddings");
+  c.rope_theta = parse_rope(r);
+  c.dtype = parse_dtype(r);
+  c.bos_token_id = r.optional_integer("bos_token_id");
+  c.pad_token_id = r.optional_integer("pad_token_id");
+  c.eos_token_ids = r.ids("eos_token_id");
+
+  if (c.model_type == "qwen3_moe") {
+    parse_qwen3_moe(r, c);
+  } else {
+    parse_lfm2_moe(r, c);
+  }
+  if (c.head_dim == 0) {
+    if (c.hidden_size % c.num_heads != 0) {
+      r.error(ErrorKind::Value, "hidden_size", "({}) must be a multiple of num_attention_heads ({}) when head_dim is "
+              "not given", c.hidden_size, c.num_heads);
+    }
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+
+  c.num_experts = r.positive("num_experts");
+  c.num_experts_per_tok = r.positive("num_experts_per_tok");
+  if (c.num_experts_per_tok > c.num_experts) {
+    r.error(ErrorKind::Value, "num_experts_per_tok", "({}) exceeds num_experts ({})", c.num_experts_per_tok,
+            c.num_experts);
+  }
+  c.moe_intermediate_size = r.positive("moe_intermediate_size");
+  // The dense width matters only when some layer is dense (every Qwen3-MoE layer is MoE).
+  const bool has_dense = std::find(c.moe_layers.begin(), c.moe_layers.end(), false) != c.moe_layers.end();
+  c.intermediate_size = has_dense || r.has("intermediate_size") ? r.positive("intermediate_size") : 0;
+
+  parse_quantization(r, c);
+  if (!generation_json.empty()) {
+    const std::filesystem::path dir = std::filesystem::path(source).parent_path();
+    parse_generation(generation_json, (dir / "generation_config.json").string(), c);
+  }
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& dir) {
+  const auto read = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(ErrorKind::Runtime, "config " + path.string(), "cannot open: {}", std::strerror(errno));
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const std::filesystem::path config_path = std::filesystem::path(dir) / "config.json";
+  const std::filesystem::path generation_path = std::filesystem::path(dir) / "generation_config.json";
+  std::error_code ec;
+  const std::string generation = std::filesystem::exists(generation_path, ec) ? read(generation_path) : "";
+  return parse_model_config(read(config_path), config_path.string(), generation);
+}
+
+}  // namespace kiln::llm

@@ -1,0 +1,137 @@
+#include "llm/decoder.h"
+
+#include <algorithm>
+
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/index.h"
+#include "kiln/ops/nn.h"
+
+namespace kiln::llm {
+namespace {
+constexpr const char* kForward = "Model.forward";
+}
+
+void check_layer_plan(const ModelConfig& c) {
+  constexpr const char* op = "load model";
+  auto positive = [&](int64_t v, const char* what) {
+    KILN_CHECK_KIND(v > 0, Value, op, "config.json: {} must be > 0, got {}", what, v);
+  };
+  positive(c.vocab_size, "vocab_size");
+  positive(c.hidden_size, "hidden_size");
+  positive(c.num_layers, "num_hidden_layers");
+  KILN_CHECK_KIND(static_cast<int64_t>(c.mixers.size()) == c.num_layers &&
+                      static_cast<int64_t>(c.moe_layers.size()) == c.num_layers,
+                  Value, op, "config.json: {} layers but {} mixer kinds and {} FFN kinds", c.num_layers,
+                  c.mixers.size(), c.moe_layers.size());
+  const bool any_attention = std::count(c.mixers.begin(), c.mixers.end(), MixerKind::Attention) > 0;
+  if (any_attention) {
+    positive(c.num_heads, "num_attention_heads");
+    positive(c.num_kv_heads, "num_key_value_heads");
+    positive(c.head_dim, "head_dim");
+    KILN_CHECK_KIND(c.num_heads % c.num_kv_heads == 0, Value, op,
+                    "config.json: num_attention_heads ({}) must be a multiple of num_key_value_heads ({})",
+                    c.num_heads, c.num_kv_heads);
+    KILN_CHECK_KIND(c.head_dim % 2 == 0, Value, op, "config.json: head_dim must be even for RoPE, got {}",
+                    c.head_dim);
+  }
+  if (std::count(c.mixers.begin(), c.mixers.end(), MixerKind::ShortConv) > 0) positive(c.conv_kernel, "conv_L_cache");
+  if (std::count(c.moe_layers.begin(), c.moe_layers.end(), true) > 0) {
+    positive(c.num_experts, "num_experts");
+    positive(c.moe_intermediate_size, "moe_intermediate_size");
+    KILN_CHECK_KIND(c.num_experts_per_tok > 0 && c.num_experts_per_tok <= c.num_experts, Value, op,
+                    "config.json: num_experts_per_tok must be in [1, num_experts = {}], got {}", c.num_experts,
+                    c.num_experts_per_tok);
+  }
+  if (std::count(c.moe_layers.begin(), c.moe_layers.end(), false) > 0) {
+    positive(c.intermediate_size, "intermediate_size");
+  }
+}
+
+AttentionBlock load_attention_block(const ModelConfig& c, WeightLoader& loader, const std::string& prefix,
+                                    const std::string& out_proj, const std::string& q_norm,
+                                    const std::string& k_norm) {
+  AttentionBlock a;
+  a.num_heads = c.num_heads;
+  a.num_kv_heads = c.num_kv_heads;
+  a.head_dim = c.head_dim;
+  a.norm_eps = c.norm_eps;
+  const int64_t q_width = c.num_heads * c.head_dim;
+  const int64_t kv_width = c.num_kv_heads * c.head_dim;
+  a.q_proj = loader.linear(prefix + "q_proj.weight", q_width, c.hidden_size, LinearRole::Projection);
+  a.k_proj = loader.linear(prefix + "k_proj.weight", kv_width, c.hidden_size, LinearRole::Projection);
+  a.v_proj = loader.linear(prefix + "v_proj.weight", kv_width, c.hidden_size, LinearRole::Projection);
+  a.o_proj = loader.linear(prefix + out_proj + ".weight", c.hidden_size, q_width, LinearRole::Projection);
+  a.q_norm = loader.small(prefix + q_norm + ".weight", {c.head_dim});
+  a.k_norm = loader.small(prefix + k_norm + ".weight", {c.head_dim});
+  return a;
+}
+
+DecoderModel::DecoderModel(ModelConfig config, DecoderWeights weights, KvCache cache, ModelInfo info,
+                           std::shared_ptr<const Tokenizer> tokenizer, std::vector<int32_t> eos_ids)
+    : config_(std::move(config)), weights_(std::move(weights)), cache_(std::move(cache)) {
+  info_ = std::move(info);
+  tokenizer_ = std::move(tokenizer);
+  eos_ids_ = std::move(eos_ids);
+  has_attention_ = std::count(config_.mixers.begin(), config_.mixers.end(), MixerKind::Attention) > 0;
+
+  // One embedding row, every layer's norms, mixer and FFN (top_k experts), the final
+  // norm and lm_head.
+  int64_t bytes = config_.hidden_size * static_cast<int64_t>(weights_.embedding.element_size());
+  for (const DecoderLayer& layer : weights_.layers) {
+    bytes += static_cast<int64_t>(layer.mixer_norm.nbytes() + layer.ffn_norm.nbytes());
+    bytes += layer.attention ? layer.attention->decode_bytes() : layer.conv->decode_bytes();
+    bytes += layer.moe ? layer.moe->decode_bytes() : layer.dense->decode_bytes();
+  }
+  weight_decode_bytes_ = bytes + static_cast<int64_t>(weights_.final_norm.nbytes()) + weights_.lm_head.bytes();
+}
+
+void DecoderModel::reset() {
+  position_ = 0;
+  cache_.reset();
+}
+
+int64_t DecoderModel::decode_bytes_per_token() const {
+  const int64_t keys_read = std::min(position_ + 1, cache_.capacity());
+  return weight_decode_bytes_ + keys_read * cache_.kv_bytes_per_token();
+}
+
+Tensor DecoderModel::forward(std::span<const int32_t> tokens, bool all_logits) {
+  // Everything that can be wrong with the input is checked before any state changes.
+  const int64_t count = static_cast<int64_t>(tokens.size());
+  KILN_CHECK_KIND(count > 0, Value, kForward, "no tokens to run");
+  KILN_CHECK_KIND(position_ + count <= cache_.capacity(), Value, kForward,
+                  "{} tokens at position {} exceed the context of {} tokens (LoadOptions::max_context)", count,
+                  position_, cache_.capacity());
+  Tensor ids = Tensor::empty({count}, DType::Int64);
+  int64_t* id_data = ids.data<int64_t>();
+  for (int64_t t = 0; t < count; ++t) {
+    KILN_CHECK_KIND(tokens[t] >= 0 && tokens[t] < config_.vocab_size, Index, kForward,
+                    "token {} (at {}) is outside the vocabulary of {} ids", tokens[t], t, config_.vocab_size);
+    id_data[t] = tokens[t];
+  }
+
+  Tensor x = embedding(weights_.embedding, ids).to(DType::Float32);  // a fresh [T, H] tensor
+  RopeTables rope;
+  if (has_attention_) {
+    rope = rope_cos_sin(arange(Scalar(position_), Scalar(position_ + count)), config_.head_dim, config_.rope_theta,
+                        DType::Float32);
+  }
+  const double eps = config_.norm_eps;
+  for (int64_t i = 0; i < static_cast<int64_t>(weights_.layers.size()); ++i) {
+    const DecoderLayer& layer = weights_.layers[i];
+    // Blocks return their last projection's dtype; add_ widens into the float32 stream.
+    Tensor h = rms_norm_llama(x, layer.mixer_norm, eps);
+    add_(x, layer.attention ? layer.attention->forward(h, cache_, i, rope, position_)
+                            : layer.conv->forward(h, cache_, i));
+    h = rms_norm_llama(x, layer.ffn_norm, eps);
+    add_(x, layer.moe ? layer.moe->forward(h) : layer.dense->forward(h));
+  }
+  Tensor rows = all_logits ? x : x.narrow(0, count - 1, 1);
+  Tensor logits = weights_.lm_head(rms_norm_llama(rows, weights_.final_norm, eps)).to(DType::Float32);
+  position_ += count;
+  return logits;
+}
+
+}  // namespace kiln::llm

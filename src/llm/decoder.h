@@ -1,0 +1,75 @@
+// The decoder stack every supported family is built from (spec: models.md §0.5):
+//
+//   x = embed(tokens)                                   float32 residual stream
+//   per layer: x += mixer(rms_norm(x, mixer_norm))      attention or short conv
+//              x += ffn(rms_norm(x, ffn_norm))          MoE or dense SwiGLU
+//   logits = lm_head(rms_norm(x, final_norm))           last row, or all rows
+//
+// The family files (models/qwen3_moe.cpp, models/lfm2_moe.cpp) only map tensor names
+// and config keys onto these blocks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/llm.h"
+#include "llm/blocks/attention_block.h"
+#include "llm/blocks/ffn_blocks.h"
+#include "llm/blocks/short_conv_block.h"
+#include "llm/config.h"
+#include "llm/kv_cache.h"
+#include "llm/weights.h"
+
+namespace kiln::llm {
+
+struct DecoderLayer {
+  Tensor mixer_norm, ffn_norm;  // float32 [hidden]
+  std::optional<AttentionBlock> attention;  // exactly one mixer
+  std::optional<ShortConvBlock> conv;
+  std::optional<MoeBlock> moe;  // exactly one FFN
+  std::optional<DenseFfn> dense;
+};
+
+struct DecoderWeights {
+  Tensor embedding;  // [vocab, hidden]
+  std::vector<DecoderLayer> layers;
+  Tensor final_norm;  // float32 [hidden]
+  Linear lm_head;     // [vocab, hidden]
+};
+
+// Family assemblers: read every tensor of the family's layout through `loader`.
+DecoderWeights load_qwen3_moe(const ModelConfig& config, WeightLoader& loader);
+DecoderWeights load_lfm2_moe(const ModelConfig& config, WeightLoader& loader);
+
+// q/k/v/out projections and per-head q/k norms under `prefix` ("model.layers.2.self_attn.").
+AttentionBlock load_attention_block(const ModelConfig& config, WeightLoader& loader, const std::string& prefix,
+                                    const std::string& out_proj, const std::string& q_norm,
+                                    const std::string& k_norm);
+// The geometry the blocks rely on (one mixer and one FFN kind per layer, heads divisible
+// by KV heads, top_k <= experts, ...): a config that breaks it is a Value error.
+void check_layer_plan(const ModelConfig& config);
+
+class DecoderModel final : public Model {
+ public:
+  DecoderModel(ModelConfig config, DecoderWeights weights, KvCache cache, ModelInfo info,
+               std::shared_ptr<const Tokenizer> tokenizer, std::vector<int32_t> eos_ids);
+
+  Tensor forward(std::span<const int32_t> tokens, bool all_logits = false) override;
+  void reset() override;
+  int64_t position() const override { return position_; }
+  int64_t decode_bytes_per_token() const override;
+
+ private:
+  ModelConfig config_;
+  DecoderWeights weights_;
+  KvCache cache_;
+  int64_t position_ = 0;
+  bool has_attention_ = false;
+  int64_t weight_decode_bytes_ = 0;  // the weight part of decode_bytes_per_token
+};
+
+}  // namespace kiln::llm

@@ -1,0 +1,65 @@
+#include "llm/kv_cache.h"
+
+#include "kiln/error.h"
+#include "kiln/ops/creation.h"
+
+namespace kiln::llm {
+namespace {
+constexpr const char* kOp = "KvCache";
+}
+
+KvCache::KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim, int64_t conv_kernel,
+                 int64_t conv_channels, int64_t capacity, DType dtype)
+    : capacity_(capacity), dtype_(dtype) {
+  KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16, Value, kOp,
+                  "the cache dtype must be float32 or bfloat16, got {}", dtype_name(dtype));
+  KILN_CHECK_KIND(capacity > 0, Value, kOp, "the context must hold at least one token, got {}", capacity);
+  slots_.resize(mixers.size());
+  for (size_t i = 0; i < mixers.size(); ++i) {
+    if (mixers[i] == MixerKind::Attention) {
+      slots_[i].keys = Tensor::empty({1, kv_heads, capacity, head_dim}, dtype);
+      slots_[i].values = Tensor::empty({1, kv_heads, capacity, head_dim}, dtype);
+      kv_bytes_per_token_ += 2 * kv_heads * head_dim * static_cast<int64_t>(itemsize(dtype));
+    } else {
+      KILN_CHECK_KIND(conv_kernel >= 1, Value, kOp, "layer {} is a short conv but the conv kernel size is {}", i,
+                      conv_kernel);
+      slots_[i].conv = zeros({conv_kernel - 1, conv_channels}, DType::Float32);
+    }
+  }
+}
+
+const KvCache::Slot& KvCache::slot(int64_t layer, bool attention) const {
+  KILN_CHECK_KIND(layer >= 0 && layer < static_cast<int64_t>(slots_.size()), Index, kOp,
+                  "layer {} is outside the {} layers", layer, slots_.size());
+  const Slot& s = slots_[layer];
+  KILN_CHECK(attention ? s.keys.defined() : s.conv.defined(), kOp, "layer {} is not {}", layer,
+             attention ? "an attention layer" : "a short-conv layer");
+  return s;
+}
+
+void KvCache::write(int64_t layer, int64_t start, const Tensor& keys, const Tensor& values) {
+  const Slot& s = slot(layer, true);
+  const int64_t count = keys.size(0);
+  KILN_CHECK_KIND(start >= 0 && start + count <= capacity_, Index, kOp,
+                  "writing {} tokens at position {} exceeds the context of {} tokens", count, start, capacity_);
+  // [T, kv_heads, head_dim] -> the [kv_heads, T, head_dim] window of the cache; copy_
+  // casts to the cache dtype.
+  s.keys.select(0, 0).narrow(1, start, count).copy_(keys.transpose(0, 1));
+  s.values.select(0, 0).narrow(1, start, count).copy_(values.transpose(0, 1));
+}
+
+const Tensor& KvCache::keys(int64_t layer) const { return slot(layer, true).keys; }
+const Tensor& KvCache::values(int64_t layer) const { return slot(layer, true).values; }
+
+Tensor& KvCache::conv_state(int64_t layer) {
+  slot(layer, false);
+  return slots_[layer].conv;
+}
+
+void KvCache::reset() {
+  for (Slot& s : slots_) {
+    if (s.conv.defined()) s.conv.zero_();
+  }
+}
+
+}  // namespace kiln::llm

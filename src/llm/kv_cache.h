@@ -1,0 +1,57 @@
+// The state of one sequence: the rotated keys and values of every attention layer, and
+// the last inputs of every short-conv layer (spec: models.md §0.2 — the cache stores
+// keys after RoPE; §3.2 — LFM2's conv keeps its last L-1 inputs).
+//
+// Layout: per attention layer one key and one value tensor [1, kv_heads, capacity,
+// head_dim], preallocated at load. Head-major, so a decode step streams each head's
+// keys contiguously, and the tensor is exactly what attention_decode reads; a prefill
+// passes the valid prefix (.narrow on dim 2). Nothing is cleared on reset: reads never
+// go past the valid length. Conv layers keep float32 [L-1, channels], zeroed on reset
+// (the conv sees zero history at the start of a sequence).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/tensor.h"
+#include "llm/config.h"
+
+namespace kiln::llm {
+
+class KvCache {
+ public:
+  // One slot per layer of `mixers`; attention layers get K/V of `capacity` tokens in
+  // `dtype` (float32 or bfloat16), conv layers a [conv_kernel - 1, conv_channels] state.
+  KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim, int64_t conv_kernel,
+          int64_t conv_channels, int64_t capacity, DType dtype);
+
+  int64_t capacity() const { return capacity_; }
+  DType dtype() const { return dtype_; }
+  // K/V bytes one more token adds over every attention layer.
+  int64_t kv_bytes_per_token() const { return kv_bytes_per_token_; }
+
+  // Stores keys and values [T, kv_heads, head_dim] (any float dtype) of layer `layer`
+  // at positions start .. start + T - 1.
+  void write(int64_t layer, int64_t start, const Tensor& keys, const Tensor& values);
+  // [1, kv_heads, capacity, head_dim] of an attention layer.
+  const Tensor& keys(int64_t layer) const;
+  const Tensor& values(int64_t layer) const;
+  // float32 [conv_kernel - 1, conv_channels] of a short-conv layer (updated in place).
+  Tensor& conv_state(int64_t layer);
+
+  void reset();
+
+ private:
+  struct Slot {
+    Tensor keys, values;  // attention layers
+    Tensor conv;          // short-conv layers
+  };
+  const Slot& slot(int64_t layer, bool attention) const;
+
+  std::vector<Slot> slots_;
+  int64_t capacity_;
+  DType dtype_;
+  int64_t kv_bytes_per_token_ = 0;
+};
+
+}  // namespace kiln::llm

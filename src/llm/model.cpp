@@ -1,0 +1,120 @@
+// Model::load: config, tokenizer and checkpoint in, a DecoderModel with its KV cache out.
+#include <algorithm>
+#include <chrono>
+
+#include "kiln/error.h"
+#include "kiln/llm.h"
+#include "llm/checkpoint.h"
+#include "llm/config.h"
+#include "llm/decoder.h"
+#include "llm/tokenizer.h"
+#include "llm/weights.h"
+
+namespace kiln::llm {
+namespace {
+
+constexpr const char* kLoad = "load model";
+constexpr int64_t kDefaultContext = 4096;
+
+std::string_view arch_class_name(Arch arch) {
+  switch (arch) {
+    case Arch::Qwen3Moe: return "Qwen3MoeForCausalLM";
+    case Arch::Lfm2Moe: return "Lfm2MoeForCausalLM";
+  }
+  return "unknown";
+}
+
+int64_t context_capacity(const ModelConfig& config, int64_t requested) {
+  KILN_CHECK_KIND(requested >= 0, Value, kLoad, "max_context must be >= 0 (0 = default), got {}", requested);
+  const int64_t limit = config.max_position_embeddings;
+  if (requested == 0) return limit > 0 ? std::min(limit, kDefaultContext) : kDefaultContext;
+  KILN_CHECK_KIND(limit <= 0 || requested <= limit, Value, kLoad,
+                  "max_context {} exceeds the model's max_position_embeddings {}", requested, limit);
+  return requested;
+}
+
+}  // namespace
+
+std::string_view weight_format_name(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::AsStored: return "as-stored";
+    case WeightFormat::Float32: return "float32";
+    case WeightFormat::BFloat16: return "bfloat16";
+    case WeightFormat::Fp8: return "fp8";
+  }
+  return "unknown";
+}
+
+WeightFormat weight_format_from_name(std::string_view name) {
+  if (name == "as-stored" || name == "auto") return WeightFormat::AsStored;
+  if (name == "float32" || name == "f32") return WeightFormat::Float32;
+  if (name == "bfloat16" || name == "bf16") return WeightFormat::BFloat16;
+  if (name == "fp8" || name == "float8") return WeightFormat::Fp8;
+  fail(ErrorKind::Value, "weight format", "unknown weight format '{}'; expected as-stored (auto), float32 (f32), "
+       "bfloat16 (bf16) or fp8 (float8)", name);
+}
+
+Model::~Model() = default;
+
+std::vector<int32_t> Model::encode(std::string_view text, bool add_special_tokens) const {
+  return tokenizer_->encode(text, add_special_tokens);
+}
+
+std::string Model::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  return tokenizer_->decode(ids, skip_special_tokens);
+}
+
+std::string Model::chat_prompt(std::string_view user, std::string_view system) const {
+  return tokenizer_->chat_prompt(user, system);
+}
+
+std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (options.cache_dtype) {
+    KILN_CHECK_KIND(*options.cache_dtype == DType::Float32 || *options.cache_dtype == DType::BFloat16, Value, kLoad,
+                    "cache_dtype must be float32 or bfloat16, got {}", dtype_name(*options.cache_dtype));
+  }
+  ModelConfig config = load_model_config(dir);
+  const int64_t capacity = context_capacity(config, options.max_context);
+  auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir));
+  Checkpoint checkpoint = Checkpoint::open(dir);
+
+  WeightLoader loader(checkpoint, options.weights, options.progress);
+  DecoderWeights weights =
+      config.arch == Arch::Qwen3Moe ? load_qwen3_moe(config, loader) : load_lfm2_moe(config, loader);
+  loader.finish();
+
+  const DType cache_dtype =
+      options.cache_dtype.value_or(loader.any_bf16_or_fp8_linear() ? DType::BFloat16 : DType::Float32);
+  KvCache cache(config.mixers, config.num_kv_heads, config.head_dim, config.conv_kernel, config.hidden_size, capacity,
+                cache_dtype);
+
+  std::vector<int32_t> eos;
+  for (int64_t id : config.eos_token_ids) eos.push_back(static_cast<int32_t>(id));
+  for (int32_t id : tokenizer->eos_ids()) eos.push_back(id);
+  std::sort(eos.begin(), eos.end());
+  eos.erase(std::unique(eos.begin(), eos.end()), eos.end());
+
+  ModelInfo info;
+  info.arch = std::string(arch_class_name(config.arch));
+  info.model_type = config.model_type;
+  info.num_layers = config.num_layers;
+  info.num_attention_layers = std::count(config.mixers.begin(), config.mixers.end(), MixerKind::Attention);
+  info.hidden_size = config.hidden_size;
+  info.vocab_size = config.vocab_size;
+  info.num_experts = config.num_experts;
+  info.experts_per_token = config.num_experts_per_tok;
+  info.weight_format = options.weights;
+  info.weight_dtypes = loader.linear_dtypes();
+  info.cache_dtype = cache_dtype;
+  info.max_context = capacity;
+  info.parameter_count = loader.parameter_count();
+  info.resident_weight_bytes = loader.resident_bytes();
+  info.fp8_quantization = loader.fp8_report();
+  info.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  return std::make_unique<DecoderModel>(std::move(config), std::move(weights), std::move(cache), std::move(info),
+                                        std::move(tokenizer), std::move(eos));
+}
+
+}  // namespace kiln::llm

@@ -1,0 +1,110 @@
+// Weights as a model holds them, and the loader that reads them from a checkpoint in
+// the requested WeightFormat (spec: models.md §0.6, §5, §8).
+//
+// Every tensor is read through Checkpoint::get with the shape the config implies, so a
+// missing or misshapen tensor is an error naming it. Conversions (cast, dequantise,
+// quantise) happen one tensor at a time and the source pages are released right after,
+// so loading never holds two full copies of the weights.
+//
+// FP8 detection is per tensor (spec §8 item 7): float8_e4m3fn storage plus a
+// `<name>_scale_inv` sibling of shape [ceil(N/128), ceil(K/128)] (F32, BF16 or F16,
+// converted to float32). An FP8 tensor without its scale is an error.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "kiln/llm.h"
+#include "kiln/ops/moe.h"
+#include "kiln/tensor.h"
+#include "llm/checkpoint.h"
+
+namespace kiln::llm {
+
+// y = x W^T for a weight [N, K]: float32/bfloat16/float16 (x is rounded to the weight's
+// dtype first: the linear op takes one dtype), or float8_e4m3fn with float32 scales
+// per row [N] or per 128x128 block (weight-only FP8; x is used as it is).
+struct Linear {
+  Tensor weight;
+  std::optional<Tensor> scale;
+
+  // The activation dtype the weight takes without a conversion (callers feeding one
+  // input to several projections convert it once).
+  DType input_dtype() const { return scale ? DType::Float32 : weight.dtype(); }
+  // x [..., K] of any float dtype -> [..., N] in the weight's dtype, or for FP8 in x's
+  // dtype (float32 after input_dtype()). Callers widen where they need float32.
+  Tensor operator()(const Tensor& x) const;
+  int64_t bytes() const;  // weight and scale
+};
+
+// What a linear weight is for: FP8 quantisation at load skips routers (their error
+// moves expert choices; they are tiny) and covers projections and lm_head.
+enum class LinearRole { Projection, Router, LmHead };
+
+// Names of one MoE layer's experts: per-expert `{prefix}.{e}.{gate}.weight` (and up,
+// down), or fused `{prefix}.gate_up_proj` [E, 2I, H] and `{prefix}.down_proj` [E, H, I].
+struct ExpertNames {
+  std::string prefix;  // "model.layers.3.mlp.experts"
+  std::string gate, up, down;  // "gate_proj", "up_proj", "down_proj" (Qwen); "w1", "w3", "w2" (LFM2)
+};
+
+class WeightLoader {
+ public:
+  WeightLoader(const Checkpoint& checkpoint, WeightFormat format,
+               std::function<void(std::string_view, int64_t, int64_t)> progress);
+
+  // `name` is the full tensor name ("....q_proj.weight"), the shape [N, K].
+  Linear linear(const std::string& name, int64_t out_features, int64_t in_features, LinearRole role);
+  // lm_head tied to the embedding table: the same tensor (no copy), except with
+  // WeightFormat::Fp8, which quantises a copy so decode reads half the bytes.
+  Linear tied_lm_head(const Tensor& embedding);
+  // A small tensor (norm weight, bias, conv kernel) as a float32 copy of `shape`.
+  Tensor small(const std::string& name, const Shape& shape);
+  // The embedding table [vocab, hidden]: stored dtype for AsStored and Fp8, else cast.
+  Tensor embedding(const std::string& name, int64_t vocab, int64_t hidden);
+  // One MoE layer's experts, E experts of width I over hidden size H, either layout.
+  MoeExperts experts(const ExpertNames& names, int64_t num_experts, int64_t width, int64_t hidden);
+
+  bool has(const std::string& name) const { return checkpoint_.has(name); }
+  int64_t parameter_count() const { return parameter_count_; }
+  int64_t resident_bytes() const { return resident_bytes_; }
+  // "bfloat16", "float8_e4m3fn (128x128 block scales) + float8_e4m3fn (row scales)", ...
+  std::string linear_dtypes() const;
+  bool any_bf16_or_fp8_linear() const;
+  std::optional<Fp8QuantizationReport> fp8_report() const;
+  void finish();  // reports the last progress step
+
+ private:
+  struct Loaded {
+    Tensor weight;
+    std::optional<Tensor> scale;
+  };
+  // Reads `name` of `shape` ([N, K] or [E, N, K]) and converts it for `role`. The
+  // quantisation report counts one matrix per `matrix_rows` rows (fused gate_up: I, so
+  // gate and up count apart as they do in the per-expert layout); 0 = N.
+  Loaded load_matrix(const std::string& name, const Shape& shape, LinearRole role, int64_t matrix_rows = 0);
+  Loaded convert_fp8(const std::string& name, const Tensor& weight, const Tensor& scale);
+  Loaded convert_float(const std::string& name, const Tensor& weight, LinearRole role, int64_t matrix_rows);
+  Loaded quantize(const Tensor& weight, int64_t matrix_rows);
+  Tensor checked_float(const std::string& name, const Shape& shape);
+  void note_linear(const Loaded& loaded, bool count_parameters = true);
+  void step();
+
+  const Checkpoint& checkpoint_;
+  WeightFormat format_;
+  std::function<void(std::string_view, int64_t, int64_t)> progress_;
+  int64_t total_tensors_ = 0;
+  int64_t done_tensors_ = 0;
+  int64_t parameter_count_ = 0;
+  int64_t resident_bytes_ = 0;
+  std::set<std::string> linear_dtypes_;
+  int64_t quantized_tensors_ = 0;
+  double max_quant_error_ = 0.0;
+  double sum_sq_quant_error_ = 0.0;
+};
+
+}  // namespace kiln::llm
