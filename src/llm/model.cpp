@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kiln/allocator.h"
 #include "kiln/error.h"
 #include "kiln/llm.h"
 #include "llm/checkpoint.h"
@@ -83,6 +84,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   DecoderWeights weights =
       config.arch == Arch::Qwen3Moe ? load_qwen3_moe(config, loader) : load_lfm2_moe(config, loader);
   loader.finish();
+  // Conversion temporaries (and the per-expert matrices packed into one tensor per
+  // projection) sit in the allocator's cache: hand them back, so the process holds the
+  // model and nothing else.
+  empty_cache();
 
   const DType cache_dtype =
       options.cache_dtype.value_or(loader.any_bf16_or_fp8_linear() ? DType::BFloat16 : DType::Float32);

@@ -4,9 +4,8 @@
 #include <cmath>
 
 #include "kiln/error.h"
-#include "kiln/ops/elementwise.h"  // sub
 #include "kiln/ops/linear.h"
-#include "kiln/ops/reduce.h"  // norm
+#include "kiln/ops/shape.h"  // stack
 
 namespace kiln::llm {
 namespace {
@@ -17,23 +16,6 @@ constexpr int64_t kFp8Block = 128;  // Hugging Face weight_block_size [128, 128]
 bool is_plain_float(DType t) { return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float16; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// |dequant(q) - w|_F^2 and |w|_F^2 of a [rows, K] matrix, a few MiB at a time so the
-// float32 temporaries stay small even for lm_head.
-std::pair<double, double> squared_errors(const Tensor& original, const Tensor& q, const Tensor& scale) {
-  const int64_t rows = original.size(0);
-  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, original.size(1)));
-  double err = 0.0, ref = 0.0;
-  for (int64_t r = 0; r < rows; r += chunk) {
-    const int64_t n = std::min(chunk, rows - r);
-    Tensor o = original.narrow(0, r, n).to(DType::Float32);
-    const double e = norm(sub(dequantize_fp8(q.narrow(0, r, n), scale.narrow(0, r, n)), o)).item().to_double();
-    const double w = norm(o).item().to_double();
-    err += e * e;
-    ref += w * w;
-  }
-  return {err, ref};
-}
 
 }  // namespace
 
@@ -93,20 +75,25 @@ Tensor WeightLoader::embedding(const std::string& name, int64_t vocab, int64_t h
 WeightLoader::Loaded WeightLoader::quantize(const Tensor& weight, int64_t matrix_rows) {
   // Rows are the output features of every matrix ([E, N, K] flattens to [E*N, K]).
   const int64_t k = weight.size(-1);
-  Tensor rows = weight.reshape({-1, k});
-  auto [q, scale] = quantize_fp8_rowwise(rows);
+  const Fp8RowwiseQuantization q = quantize_fp8_rowwise_with_error(weight.reshape({-1, k}));
   // One relative error per matrix, as if fused experts were separate tensors.
+  const int64_t rows = q.weight.size(0);
   const int64_t per_matrix = matrix_rows > 0 ? matrix_rows : weight.size(-2);
-  for (int64_t r = 0; r + per_matrix <= rows.size(0) && per_matrix > 0; r += per_matrix) {
-    auto [err, ref] = squared_errors(rows.narrow(0, r, per_matrix), q.narrow(0, r, per_matrix),
-                                     scale.narrow(0, r, per_matrix));
-    const double rel = ref > 0.0 ? std::sqrt(err / ref) : 0.0;
+  const double* err = q.squared_error.data<double>();
+  const double* ref = q.squared_norm.data<double>();
+  for (int64_t r = 0; r + per_matrix <= rows && per_matrix > 0; r += per_matrix) {
+    double e = 0.0, w = 0.0;
+    for (int64_t i = r; i < r + per_matrix; ++i) {
+      e += err[i];
+      w += ref[i];
+    }
+    const double rel = w > 0.0 ? std::sqrt(e / w) : 0.0;
     ++quantized_tensors_;
     max_quant_error_ = std::max(max_quant_error_, rel);
     sum_sq_quant_error_ += rel * rel;
   }
   Shape scale_shape(weight.sizes().begin(), weight.sizes().end() - 1);
-  return {q.view(weight.sizes()), scale.view(scale_shape)};
+  return {q.weight.view(weight.sizes()), q.scale.view(scale_shape)};
 }
 
 WeightLoader::Loaded WeightLoader::convert_fp8(const std::string& name, const Tensor& weight, const Tensor& scale) {
@@ -198,14 +185,40 @@ MoeExperts WeightLoader::experts(const ExpertNames& names, int64_t num_experts, 
     return MoeExperts::from_fused(gate_up.weight, down.weight, gate_up.scale, down.scale);
   }
   MoeExperts experts;
-  experts.experts.reserve(static_cast<size_t>(num_experts));
-  for (int64_t e = 0; e < num_experts; ++e) {
-    const std::string base = names.prefix + "." + std::to_string(e) + ".";
-    Linear gate = linear(base + names.gate + ".weight", width, hidden, LinearRole::Projection);
-    Linear up = linear(base + names.up + ".weight", width, hidden, LinearRole::Projection);
-    Linear down = linear(base + names.down + ".weight", hidden, width, LinearRole::Projection);
-    experts.experts.push_back(SwigluWeights{gate.weight, up.weight, down.weight, gate.scale, up.scale, down.scale});
-  }
+  experts.experts.resize(static_cast<size_t>(num_experts));
+  // One projection of every expert at a time, packed before the next is loaded.
+  const auto load_projection = [&](const std::string& proj, int64_t rows, int64_t cols, Tensor SwigluWeights::*weight,
+                                   std::optional<Tensor> SwigluWeights::*scale) {
+    std::vector<Tensor> weights, scales;
+    std::vector<std::string> names_loaded;
+    for (int64_t e = 0; e < num_experts; ++e) {
+      names_loaded.push_back(names.prefix + "." + std::to_string(e) + "." + proj + ".weight");
+      Linear l = linear(names_loaded.back(), rows, cols, LinearRole::Projection);
+      weights.push_back(l.weight);
+      if (l.scale) scales.push_back(*l.scale);
+    }
+    if (format_ != WeightFormat::AsStored) {
+      // Converted matrices are separate allocations of a megabyte or two, each in 4 KiB
+      // pages; decode streams them, and on these (virtual) machines a TLB miss per page
+      // costs about half the bandwidth. One [E, rows, cols] tensor is one large
+      // allocation, which the allocator backs with huge pages.
+      const Tensor packed = stack(weights);
+      for (int64_t e = 0; e < num_experts; ++e) weights[e] = packed.select(0, e);
+      if (!scales.empty()) {
+        const Tensor packed_scales = stack(scales);
+        for (int64_t e = 0; e < num_experts; ++e) scales[e] = packed_scales.select(0, e);
+      }
+      // Weights kept in their stored dtype were mapped views: the copy replaces them.
+      for (const std::string& name : names_loaded) checkpoint_.release(name);
+    }
+    for (int64_t e = 0; e < num_experts; ++e) {
+      experts.experts[e].*weight = weights[e];
+      if (!scales.empty()) experts.experts[e].*scale = scales[e];
+    }
+  };
+  load_projection(names.gate, width, hidden, &SwigluWeights::gate, &SwigluWeights::gate_scale);
+  load_projection(names.up, width, hidden, &SwigluWeights::up, &SwigluWeights::up_scale);
+  load_projection(names.down, hidden, width, &SwigluWeights::down, &SwigluWeights::down_scale);
   return experts;
 }
 

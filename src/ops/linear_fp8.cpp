@@ -57,7 +57,9 @@ Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale
   return linear_detail::run_linear(g, w, b, &cpu::gemv_fp8);
 }
 
-std::pair<Tensor, Tensor> quantize_fp8_rowwise(const Tensor& weight) {
+namespace {
+
+Fp8RowwiseQuantization quantize_rows(const Tensor& weight, bool with_error) {
   constexpr const char* op = "quantize_fp8_rowwise";
   check_defined(weight, op, "weight");
   const DType dtype = weight.dtype();
@@ -66,19 +68,33 @@ std::pair<Tensor, Tensor> quantize_fp8_rowwise(const Tensor& weight) {
   KILN_CHECK(weight.dim() == 2, op, "weight must be a 2-D [out_features, in_features] matrix, got shape {}",
              weight.shape_str());
   const int64_t N = weight.size(0), K = weight.size(1);
-  Tensor q = empty({N, K}, DType::Float8_e4m3fn);
-  Tensor s = empty({N}, DType::Float32);
+  Fp8RowwiseQuantization r{empty({N, K}, DType::Float8_e4m3fn), empty({N}, DType::Float32), Tensor(), Tensor()};
+  if (with_error) {
+    r.squared_error = zeros({N}, DType::Float64);
+    r.squared_norm = zeros({N}, DType::Float64);
+  }
   if (K == 0) {
-    s.fill_(Scalar(1.0));
-    return {q, s};
+    r.scale.fill_(Scalar(1.0));
+    return r;
   }
   Tensor w_keep;
   const cpu::LinearWeight w = linear_detail::weight_rows(weight, w_keep);
   const int64_t bad = cpu::quantize_fp8_rows(default_thread_pool(), w.data, dtype, w.row_stride, N, K,
-                                             q.data<uint8_t>(), s.data<float>());
+                                             r.weight.data<uint8_t>(), r.scale.data<float>(),
+                                             with_error ? r.squared_error.data<double>() : nullptr,
+                                             with_error ? r.squared_norm.data<double>() : nullptr);
   KILN_CHECK_KIND(bad < 0, Value, op, "weight row {} holds inf or NaN, which float8_e4m3fn cannot scale", bad);
-  return {q, s};
+  return r;
 }
+
+}  // namespace
+
+std::pair<Tensor, Tensor> quantize_fp8_rowwise(const Tensor& weight) {
+  Fp8RowwiseQuantization r = quantize_rows(weight, false);
+  return {r.weight, r.scale};
+}
+
+Fp8RowwiseQuantization quantize_fp8_rowwise_with_error(const Tensor& weight) { return quantize_rows(weight, true); }
 
 Tensor dequantize_fp8(const Tensor& weight, const Tensor& scale, DType dtype) {
   constexpr const char* op = "dequantize_fp8";

@@ -42,6 +42,16 @@ Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale
 // (round to nearest even). Returns {weight_fp8 [N, K], scale float32 [N]}. Inf or NaN in
 // the weight is a Value error.
 std::pair<Tensor, Tensor> quantize_fp8_rowwise(const Tensor& weight);
+// The same quantisation plus the error it made, from the same pass: per row
+// sum_k (dequantised - w)^2 and sum_k w^2 as float64 [N] tensors (the FP8 error report of
+// loading a model with --dtype fp8).
+struct Fp8RowwiseQuantization {
+  Tensor weight;         // float8_e4m3fn [N, K]
+  Tensor scale;          // float32 [N]
+  Tensor squared_error;  // float64 [N]
+  Tensor squared_norm;   // float64 [N]
+};
+Fp8RowwiseQuantization quantize_fp8_rowwise_with_error(const Tensor& weight);
 
 // w_real = float(weight_fp8) * scale for either scale layout, as `dtype` (float32,
 // bfloat16 or float16; float32 by default). An exact cast: NaN codes stay NaN.

@@ -25,15 +25,17 @@ int64_t row_grain(int64_t K) { return std::max<int64_t>(1, kMinTaskElements / st
 }  // namespace
 
 int64_t quantize_fp8_rows(ThreadPool& pool, const void* w, DType dtype, int64_t row_stride, int64_t N, int64_t K,
-                          uint8_t* q, float* scale) {
+                          uint8_t* q, float* scale, double* row_sq_error, double* row_sq_norm) {
   const size_t isz = itemsize(dtype);
   // Chunks record their first bad row; the smallest over all chunks is reported.
   std::vector<int64_t> first_bad(static_cast<size_t>(pool.num_threads()) + 1, -1);
   const int64_t grain = row_grain(K);
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(pool.num_threads(), N / grain));
   pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-    Tensor buf_storage = Tensor::empty({K});
+    const bool report = row_sq_error != nullptr;
+    Tensor buf_storage = Tensor::empty({report ? 2 * K : K});
     float* buf = buf_storage.data<float>();
+    float* decoded = buf + K;  // the row read back from q, for the error report
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t n_begin = N * c / chunks, n_end = N * (c + 1) / chunks;
       for (int64_t n = n_begin; n < n_end; ++n) {
@@ -52,6 +54,18 @@ int64_t quantize_fp8_rows(ThreadPool& pool, const void* w, DType dtype, int64_t 
         for (int64_t k = 0; k < K; ++k) buf[k] /= s;
         from_f32(buf, DType::Float8_e4m3fn, q + n * K, K);
         scale[n] = s;
+        if (report) {
+          // buf holds w / s; the error in units of s is exact in double, then scaled.
+          to_f32(DType::Float8_e4m3fn, q + n * K, decoded, K);
+          double err = 0.0, ref = 0.0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double d = static_cast<double>(decoded[k]) - buf[k];
+            err += d * d;
+            ref += static_cast<double>(buf[k]) * buf[k];
+          }
+          row_sq_error[n] = err * s * s;
+          row_sq_norm[n] = ref * s * s;
+        }
       }
     }
   });

@@ -87,9 +87,11 @@ void linear_gemm(ThreadPool& pool, const LinearWeight& w, const LinearActivation
 // (rows at w + n * row_stride elements, unit inner stride): scale[n] = max_k |w[n, k]| / 448
 // (1 for an all-zero row), q[n, k] = e4m3fn(w[n, k] / scale[n]) rounded to nearest even,
 // q contiguous. Returns the first row holding inf or NaN (q and scale are then
-// unspecified), or -1.
+// unspecified), or -1. With row_sq_error / row_sq_norm (both or neither), also writes per
+// row sum_k (q[n, k] * scale[n] - w[n, k])^2 and sum_k w[n, k]^2 in float64, from the
+// same pass (the quantisation error report of loading a model as FP8).
 int64_t quantize_fp8_rows(ThreadPool& pool, const void* w, DType dtype, int64_t row_stride, int64_t N, int64_t K,
-                          uint8_t* q, float* scale);
+                          uint8_t* q, float* scale, double* row_sq_error = nullptr, double* row_sq_norm = nullptr);
 
 // out[n, k] = float(W[n, k]) * its scale, in float32, contiguous [N, K]; the exact cast,
 // so the NaN codes stay NaN (unlike the GEMV decode).
