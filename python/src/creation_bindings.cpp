@@ -9,6 +9,10 @@ namespace kiln::python {
 namespace {
 
 // zeros(2, 3) and zeros((2, 3)) both mean shape [2, 3], as in PyTorch.
+// generator=None means kiln's default generator (nullptr for the C++ API). Taken as an
+// object: pybind11 refuses None for a pointer parameter that follows *args.
+Generator* generator_or_default(const py::object& g) { return g.is_none() ? nullptr : g.cast<Generator*>(); }
+
 Shape size_args(const py::args& args) {
   if (args.size() == 1 && !PyIndex_Check(args[0].ptr())) return to_shape(args[0]);
   return to_shape(args);
@@ -63,18 +67,18 @@ void bind_creation(py::module_& m) {
            py::return_value_policy::reference)
       .def("initial_seed", &Generator::seed);
   m.def("manual_seed", &manual_seed, py::arg("seed"));
-  m.def("rand", [](const py::args& a, const py::object& dtype, Generator* g) {
-    return rand(size_args(a), dtype_or(dtype, DType::Float32), g);
-  }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr);
-  m.def("randn", [](const py::args& a, const py::object& dtype, Generator* g) {
-    return randn(size_args(a), dtype_or(dtype, DType::Float32), g);
-  }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr);
+  m.def("rand", [](const py::args& a, const py::object& dtype, const py::object& g) {
+    return rand(size_args(a), dtype_or(dtype, DType::Float32), generator_or_default(g));
+  }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none());
+  m.def("randn", [](const py::args& a, const py::object& dtype, const py::object& g) {
+    return randn(size_args(a), dtype_or(dtype, DType::Float32), generator_or_default(g));
+  }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none());
   m.def("randint", [](int64_t low, const py::object& high, const py::object& size, const py::object& dtype, Generator* g) {
     // randint(high, size) and randint(low, high, size), as torch.randint.
     if (size.is_none()) return randint(0, low, to_shape(high), dtype_or(dtype, DType::Int64), g);
     return randint(low, high.cast<int64_t>(), to_shape(size), dtype_or(dtype, DType::Int64), g);
   }, py::arg("low"), py::arg("high"), py::arg("size") = py::none(), py::kw_only(), py::arg("dtype") = py::none(),
-        py::arg("generator") = nullptr);
+        py::arg("generator") = py::none());
 }
 
 }  // namespace kiln::python

@@ -143,6 +143,12 @@ def test_creation_ops():
     assert kiln.ones(2, 3, dtype=kiln.float16).numpy().dtype == np.float16
     g1, g2 = kiln.Generator(5), kiln.Generator(5)
     np.testing.assert_array_equal(kiln.randn(100, generator=g1).numpy(), kiln.randn(100, generator=g2).numpy())
+    # Without a generator: kiln's default one, seeded by manual_seed.
+    kiln.manual_seed(3)
+    a = kiln.randn(2, 3).numpy()
+    kiln.manual_seed(3)
+    np.testing.assert_array_equal(a, kiln.randn((2, 3), generator=None).numpy())
+    assert kiln.rand(4).shape == (4,)
     r = kiln.randint(3, 9, (1000,)).numpy()
     assert r.min() >= 3 and r.max() < 9
     assert kiln.randint(4, (3,)).shape == (3,)
