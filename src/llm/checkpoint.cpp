@@ -245,6 +245,24 @@ void Checkpoint::release(const std::string& name) const {
   }
 }
 
+void Checkpoint::prefault(const std::string& name) const {
+  const TensorEntry& e = entry(name);
+  const char* data = reinterpret_cast<const char*>(state_->mappings[e.file]->base) + state_->data_starts[e.file];
+  const char* begin = data + e.begin;
+  const size_t bytes = e.end - e.begin;
+#ifdef MADV_POPULATE_READ
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(begin) / page * page;
+  if (bytes > 0 && ::madvise(reinterpret_cast<void*>(first), reinterpret_cast<uintptr_t>(begin) + bytes - first,
+                             MADV_POPULATE_READ) == 0) {
+    return;
+  }
+#endif
+  // Kernels without MADV_POPULATE_READ: touch one byte per page.
+  volatile char sink = 0;
+  for (size_t off = 0; off < bytes; off += 4096) sink = sink + begin[off];
+}
+
 std::vector<std::string> Checkpoint::names() const {
   KILN_CHECK(state_ != nullptr, "checkpoint", "not opened (use Checkpoint::open)");
   std::vector<std::string> names;

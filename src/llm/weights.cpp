@@ -97,7 +97,10 @@ WeightLoader::Loaded WeightLoader::quantize(const Tensor& weight, int64_t matrix
 }
 
 WeightLoader::Loaded WeightLoader::convert_fp8(const std::string& name, const Tensor& weight, const Tensor& scale) {
-  if (format_ == WeightFormat::AsStored || format_ == WeightFormat::Fp8) return {weight, scale};
+  if (format_ == WeightFormat::AsStored || format_ == WeightFormat::Fp8) {
+    checkpoint_.prefault(name);
+    return {weight, scale};
+  }
   const DType target = format_ == WeightFormat::Float32 ? DType::Float32 : DType::BFloat16;
   Tensor out;
   if (weight.dim() == 2) {
@@ -117,6 +120,7 @@ WeightLoader::Loaded WeightLoader::convert_float(const std::string& name, const 
                                                  int64_t matrix_rows) {
   switch (format_) {
     case WeightFormat::AsStored:
+      checkpoint_.prefault(name);
       return {weight, std::nullopt};
     case WeightFormat::Fp8: {
       if (role == LinearRole::Router) return {weight, std::nullopt};
@@ -127,7 +131,10 @@ WeightLoader::Loaded WeightLoader::convert_float(const std::string& name, const 
     case WeightFormat::Float32:
     case WeightFormat::BFloat16: {
       const DType target = format_ == WeightFormat::Float32 ? DType::Float32 : DType::BFloat16;
-      if (weight.dtype() == target) return {weight, std::nullopt};
+      if (weight.dtype() == target) {
+        checkpoint_.prefault(name);
+        return {weight, std::nullopt};
+      }
       Tensor cast = weight.to(target);
       checkpoint_.release(name);
       return {cast, std::nullopt};
