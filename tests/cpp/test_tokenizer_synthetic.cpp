@@ -15,6 +15,7 @@
 #include "llm/synthetic_tokenizer.h"
 #include "llm/tokenizer.h"
 #include "llm/tokenizer_pretokenizer.h"
+#include "llm/tokenizer_utf8.h"
 #include "test_util.h"
 
 namespace kiln::llm {
@@ -23,23 +24,7 @@ namespace {
 using nlohmann::json;
 using Ids = std::vector<int32_t>;
 
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+using tok::append_utf8;
 
 // Naive byte-level BPE straight from the definition: spell each byte with GPT-2's map
 // (rebuilt here from its description), then repeatedly merge the leftmost adjacent pair
