@@ -317,6 +317,56 @@ TEST(Attention, AttentionDecodeEntryPoint) {
   }
 }
 
+// The decode kernel on every target: GQA groups of 1 to 12 query heads per K/V head (the
+// kernel groups at most 8 rows and scores them 4 or 2 at a time), head dims that are
+// lane multiples (read in place) and not (widened into scratch first), contexts that end
+// mid-block or are split into slices, and K/V rows strided as in a [B, S, H, E] cache.
+TEST(Attention, DecodeGroupsHeadDimsEveryTarget) {
+  nn_test::for_each_target(cpu::attention_simd_targets(), [] {
+    uint32_t seed = 80;
+    for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64})
+      for (int64_t group : {1, 3, 4, 5, 12})
+        for (int64_t E : {16, 80, 40, 17})
+          for (int64_t S : {1, 17, 600}) {
+            // Narrow and double dtypes take fewer shapes: their paths differ only in the widening.
+            if (dt != DType::Float32 && dt != DType::BFloat16 && (group == 3 || group == 5 || S == 17)) continue;
+            SCOPED_TRACE(testing::Message() << dtype_name(dt) << " group=" << group << " E=" << E << " S=" << S);
+            const int64_t Ev = E == 17 ? 9 : E;
+            const Tensor q = rnd({1, 2 * group, 1, E}, dt, seed);
+            const Tensor k = rnd({1, S, 2, E}, dt, seed + 1).transpose(1, 2);
+            const Tensor v = rnd({1, S, 2, Ev}, dt, seed + 2).transpose(1, 2);
+            check(q, k, v, {std::nullopt, false, std::nullopt, true});
+            seed += 3;
+          }
+  });
+}
+
+// Scores that rise (or fall) along the context move the running max in every block, so
+// every block rescales what the previous ones accumulated; a scale of 4 spreads the
+// weights over several orders of magnitude.
+TEST(Attention, DecodeRunningMaxRescales) {
+  const int64_t S = 700, E = 80, Hq = 4;
+  for (DType dt : {DType::Float32, DType::BFloat16})
+    for (bool rising : {true, false}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dt) << (rising ? " rising" : " falling"));
+      const Tensor q = rnd({1, Hq, 1, E}, dt, 90);
+      // k_j = (j / S) q_0 (or reversed): q_0 . k_j grows (falls) with j for head 0 and the
+      // other heads see mixed trends.
+      const std::vector<double> q0 = to_doubles(q.slice(1, 0, 1));
+      std::vector<double> kd(static_cast<size_t>(S * E));
+      for (int64_t j = 0; j < S; ++j) {
+        const double w = static_cast<double>(rising ? j : S - 1 - j) / static_cast<double>(S);
+        for (int64_t e = 0; e < E; ++e) kd[static_cast<size_t>(j * E + e)] = w * q0[static_cast<size_t>(e)];
+      }
+      const Tensor k = from_doubles(kd, {1, 1, S, E}, dt);
+      const Tensor v = rnd({1, 1, S, E}, dt, 91);
+      RefOptions o;
+      o.gqa = true;
+      o.scale = 4.0;
+      check(q, k, v, o);
+    }
+}
+
 TEST(Attention, DropoutMatchesPhiloxStream) {
   const int64_t N = 2, H = 2, L = 7, S = 37, E = 8;
   const double p = 0.3;
