@@ -12,6 +12,8 @@ struct AllocatorStats {
   int64_t peak_allocated_bytes = 0;  // maximum of allocated_bytes since the last reset
   int64_t reserved_bytes = 0;        // bytes obtained from the system (in use + cached)
   int64_t peak_reserved_bytes = 0;
+  int64_t arena_bytes = 0;           // of reserved_bytes: the huge-page arenas that blocks of
+                                     // 64 KiB to 4 MiB are carved from (whole arenas)
   int64_t num_allocs = 0;            // allocations served since start
   int64_t num_cache_hits = 0;        // of which were served from the cache
 };

@@ -1,14 +1,32 @@
 // Caching allocator. Freed blocks go to a size-ordered free list and are handed out
 // again for requests of a similar size, so steady-state op calls never touch the
 // system allocator nor fault in fresh pages (~11 us per 4 KiB page on our machines).
+//
+// Where blocks come from:
+//   - small (< 64 KiB): the system allocator, 64-byte aligned;
+//   - medium (64 KiB to 4 MiB): carved one after another out of 32 MiB arenas that are
+//     2 MiB aligned and advised MADV_HUGEPAGE, so that the many weights of this size a
+//     model holds (MoE experts, k/v projections, FP8 matrices) sit in huge pages rather
+//     than in separate 4 KiB-page allocations. Measured here: filling 300 MiB of fresh
+//     1.5 MiB blocks took 0.28-0.43 s instead of 0.95 s (a fault per 2 MiB, not per
+//     4 KiB); reading them back, the GEMV kernels ran no faster (their software prefetch
+//     already hides the page walks), code without prefetch may;
+//   - large (>= 4 MiB): a system allocation of their own, 2 MiB aligned and advised
+//     MADV_HUGEPAGE.
+// A freed medium block goes to the free list like any other; empty_cache() returns an
+// arena to the system once none of its blocks is in use (an arena holding one long-lived
+// tensor keeps its cached blocks: they stay reusable, but count as reserved).
 #include "kiln/allocator.h"
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "kiln/error.h"
 
@@ -24,11 +42,31 @@ constexpr size_t kLargeThreshold = size_t{1} << 20;      // 1 MiB
 constexpr size_t kLargeRounding = size_t{64} << 10;
 constexpr size_t kHugePageThreshold = size_t{4} << 20;   // 4 MiB
 constexpr size_t kHugePageAlignment = size_t{2} << 20;
+// Blocks from kArenaMinBlock up to kHugePageThreshold come from arenas of kArenaBytes.
+// Smaller blocks are left to the system allocator: they are scratch and small
+// activations, for which a page-table walk per 4 KiB is no cost worth an arena's slack.
+constexpr size_t kArenaMinBlock = size_t{64} << 10;      // 64 KiB
+constexpr size_t kArenaBytes = size_t{32} << 20;         // 32 MiB: 8 blocks of the largest medium size
 
 size_t round_size(size_t n) {
   size_t r = n < kLargeThreshold ? kSmallRounding : kLargeRounding;
   return (n + r - 1) / r * r;
 }
+
+bool is_medium(size_t size) { return size >= kArenaMinBlock && size < kHugePageThreshold; }
+
+// A huge-page region that medium blocks are carved from, front to back.
+struct Arena {
+  char* base = nullptr;
+  size_t used = 0;          // bytes carved so far
+  int64_t blocks_in_use = 0;  // carved blocks handed out now (not in the free list)
+};
+
+// A block handed out or cached: its rounded size and the arena it was carved from, if any.
+struct Block {
+  size_t size = 0;
+  Arena* arena = nullptr;
+};
 
 class CachingAllocator {
  public:
@@ -44,25 +82,33 @@ class CachingAllocator {
     auto it = free_.lower_bound(size);
     const size_t max_block = size < kLargeThreshold ? 2 * size : size + size / 8;
     if (it != free_.end() && it->first <= max_block) {
-      void* p = it->second;
-      size_t block = it->first;
+      void* p = it->second.first;
+      const Block block{it->first, it->second.second};
       free_.erase(it);
       ++stats_.num_cache_hits;
       note_allocated(p, block);
       return p;
     }
-    void* p = system_allocate(size);
+    Block block{size, nullptr};
+    // A medium block whose arena the system refuses is tried on its own, as it was before
+    // arenas; only then are cached blocks given back and everything tried once more.
+    const auto obtain = [&]() -> void* {
+      if (is_medium(size)) {
+        if (void* q = carve(size, block.arena)) return q;
+      }
+      return system_allocate(size);
+    };
+    void* p = obtain();
     if (p == nullptr) {
       release_cached_locked();
-      p = system_allocate(size);
+      p = obtain();
     }
     if (p == nullptr) {
       fail(ErrorKind::Runtime, "allocate", "out of memory: could not allocate {} bytes ({} bytes "
            "allocated by kiln now)", nbytes, stats_.allocated_bytes);
     }
-    stats_.reserved_bytes += static_cast<int64_t>(size);
-    if (stats_.reserved_bytes > stats_.peak_reserved_bytes) stats_.peak_reserved_bytes = stats_.reserved_bytes;
-    note_allocated(p, size);
+    if (block.arena == nullptr) add_reserved(static_cast<int64_t>(size));
+    note_allocated(p, block);
     return p;
   }
 
@@ -71,10 +117,11 @@ class CachingAllocator {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = live_.find(p);
     if (it == live_.end()) return;  // not ours; never happens through Storage
-    size_t size = it->second;
+    const Block block = it->second;
     live_.erase(it);
-    stats_.allocated_bytes -= static_cast<int64_t>(size);
-    free_.emplace(size, p);
+    stats_.allocated_bytes -= static_cast<int64_t>(block.size);
+    if (block.arena != nullptr) --block.arena->blocks_in_use;
+    free_.emplace(block.size, std::make_pair(p, block.arena));
   }
 
   AllocatorStats stats() {
@@ -105,23 +152,71 @@ class CachingAllocator {
     return p;
   }
 
-  void note_allocated(void* p, size_t size) {
-    live_.emplace(p, size);
-    stats_.allocated_bytes += static_cast<int64_t>(size);
-    if (stats_.allocated_bytes > stats_.peak_allocated_bytes) stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  // A medium block from the current arena, or from a new one when it is full; the rest of
+  // a full arena (too small for this request) goes to the free list for smaller ones.
+  void* carve(size_t size, Arena*& arena) {
+    if (current_ == nullptr || kArenaBytes - current_->used < size) {
+      void* base = system_allocate(kArenaBytes);
+      if (base == nullptr) return nullptr;
+      if (current_ != nullptr && current_->used < kArenaBytes) {
+        free_.emplace(kArenaBytes - current_->used, std::make_pair(current_->base + current_->used, current_));
+        current_->used = kArenaBytes;
+      }
+      arenas_.push_back(std::make_unique<Arena>());
+      current_ = arenas_.back().get();
+      current_->base = static_cast<char*>(base);
+      add_reserved(static_cast<int64_t>(kArenaBytes));
+      stats_.arena_bytes += static_cast<int64_t>(kArenaBytes);
+    }
+    void* p = current_->base + current_->used;
+    current_->used += size;
+    arena = current_;
+    return p;
   }
 
+  void add_reserved(int64_t bytes) {
+    stats_.reserved_bytes += bytes;
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  }
+
+  void note_allocated(void* p, const Block& block) {
+    live_.emplace(p, block);
+    if (block.arena != nullptr) ++block.arena->blocks_in_use;
+    stats_.allocated_bytes += static_cast<int64_t>(block.size);
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  }
+
+  // Frees every cached block of its own, and every arena none of whose blocks is in use
+  // (its cached blocks leave the free list with it). Arenas with a block in use stay, and
+  // so do their cached blocks: they are part of the arena's memory.
   void release_cached_locked() {
-    for (auto& [size, p] : free_) {
-      std::free(p);
-      stats_.reserved_bytes -= static_cast<int64_t>(size);
+    for (auto it = free_.begin(); it != free_.end();) {
+      const auto [p, arena] = it->second;
+      if (arena == nullptr) {
+        std::free(p);
+        stats_.reserved_bytes -= static_cast<int64_t>(it->first);
+      } else if (arena->blocks_in_use > 0) {
+        ++it;
+        continue;
+      }
+      it = free_.erase(it);
     }
-    free_.clear();
+    const auto unused = [](const std::unique_ptr<Arena>& a) { return a->blocks_in_use == 0; };
+    for (const std::unique_ptr<Arena>& a : arenas_) {
+      if (!unused(a)) continue;
+      std::free(a->base);
+      stats_.reserved_bytes -= static_cast<int64_t>(kArenaBytes);
+      stats_.arena_bytes -= static_cast<int64_t>(kArenaBytes);
+      if (current_ == a.get()) current_ = nullptr;
+    }
+    arenas_.erase(std::remove_if(arenas_.begin(), arenas_.end(), unused), arenas_.end());
   }
 
   std::mutex mutex_;
-  std::multimap<size_t, void*> free_;
-  std::unordered_map<void*, size_t> live_;
+  std::multimap<size_t, std::pair<void*, Arena*>> free_;
+  std::unordered_map<void*, Block> live_;
+  std::vector<std::unique_ptr<Arena>> arenas_;
+  Arena* current_ = nullptr;  // the arena medium blocks are carved from now
   AllocatorStats stats_;
 };
 

@@ -3,6 +3,7 @@
 #include "kiln/ops/linear.h"
 
 #include <climits>
+#include <vector>
 
 #include "backend/cpu/linear_kernels.h"
 #include "kiln/error.h"
@@ -81,8 +82,11 @@ Tensor run_linear(const LinearGeometry& g, const cpu::LinearWeight& w, const std
   }
   ThreadPool& pool = default_thread_pool();
   if (g.M == 1 && gemv != nullptr) {
-    Tensor scratch = empty({cpu::gemv_scratch_floats(g.K)}, DType::Float32);
-    gemv(pool, w, act, scratch.data<float>());
+    // Kept per thread: decode calls this hundreds of times per token, and a scratch tensor
+    // per call was a third of the fixed cost of a small GEMV.
+    thread_local std::vector<float> x_scratch;
+    x_scratch.resize(static_cast<size_t>(cpu::gemv_scratch_floats(g.K)));
+    gemv(pool, w, act, x_scratch.data());
   } else {
     cpu::linear_gemm(pool, w, act);
   }

@@ -19,7 +19,7 @@ using namespace linear_test;
 namespace {
 
 // Sizes around every target's step (AVX3 32 or 64 weights, AVX2 16, scalar 2), the
-// 4-row pass, and the 128 block.
+// 8-row pass and its 4-row tail, and the 128 block.
 const std::vector<int64_t> kSizes = {1, 2, 3, 4, 5, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200};
 
 std::string describe(DType dt, int64_t M, int64_t N, int64_t K, bool bias) {
@@ -85,6 +85,19 @@ TEST(Linear, Large) {
   check_linear(DType::BFloat16, 1, 3001, 1000, false, 12);
   check_linear(DType::BFloat16, 64, 300, 2048, true, 13);
   check_linear(DType::Float32, 40, 513, 777, true, 14);
+}
+
+// Rows split over the pool in groups of 8, each chunk converting x itself (K not a whole
+// step): 8-row passes, a 4-row tail and single rows in the last chunk; the larger K next
+// makes a worker's x scratch grow.
+TEST(Linear, SplitAcrossThreadsOnEachTarget) {
+  for_each_target([] {
+    uint64_t seed = 300;
+    for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16}) {
+      check_linear(dt, 1, 77, 1031, true, seed += 3);
+      check_linear(dt, 1, 29, 3001, false, seed += 3);
+    }
+  });
 }
 
 TEST(Linear, LeadingDims) {

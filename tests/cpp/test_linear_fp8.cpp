@@ -111,6 +111,16 @@ TEST(LinearFp8, Large) {
   check_fp8(DType::BFloat16, 33, 700, 1100, true, true, 23);
 }
 
+// Rows split over the pool in groups of 8 (each chunk converts x itself, K not a whole
+// step) across 128-row scale blocks, with 4-row and single-row tails, on every target.
+TEST(LinearFp8, SplitAcrossThreadsOnEachTarget) {
+  for_each_target([] {
+    check_fp8(DType::BFloat16, 1, 300, 520, true, true, 31);
+    check_fp8(DType::Float32, 1, 201, 1500, false, false, 32);
+    check_fp8(DType::Float16, 1, 201, 1500, true, false, 33);
+  });
+}
+
 // x = e_k (one-hot) reads back one weight per output row: every code, normal and
 // subnormal, must come out as exactly e4m3(code) * scale, rounded once to f32, on every
 // target and on both paths. The NaN codes read as ±480 (documented in linear.h).

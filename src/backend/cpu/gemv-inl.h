@@ -5,9 +5,9 @@
 // ~1.3 ns, and the decode must also leave the core free to keep enough cache-line fills
 // in flight. Measured on this Zen 5 VM (one core, weights in L2) the kernels sustain ~3
 // vector instructions per cycle, so instructions per weight is the figure to minimise:
-//   - x is converted to f32 once per call into scratch, in whatever lane order the weight
-//     decode produces, and shared by 4 output rows per pass (4 rows x 2-4 accumulators
-//     hide the FMA latency).
+//   - x is converted to f32 once per call and per thread into scratch, in whatever lane
+//     order the weight decode produces, and shared by 8 output rows per pass (8 rows x 2
+//     accumulators hide the FMA latency).
 //   - bf16: a 32-bit lane holds two bf16 weights; `lane << 16` is the even weight as an
 //     f32 and `lane & 0xFFFF0000` the odd one. One load, one shift, one and, two FMAs per
 //     2L weights (~60 G weights/s per core in L2).
@@ -37,13 +37,14 @@
 //     equal on 2 cores and other shapes), so it is not used.
 //   - scales stay out of the inner product: a per-row scale multiplies the final sum;
 //     128x128 block scales multiply each 128-wide block's vector partial sums once
-//     (the 4 rows of a pass always share a row block).
-//   - each step prefetches what the next pass reads at the same offset (see
-//     PrefetchNextPass): one core then streams ~22-25 GB/s from DRAM for bf16 and FP8.
+//     (the 8 rows of a pass always share a row block).
+//   - each step requests the weights 1 KiB further along its row, wrapping into the next
+//     pass near the row's end (Prefetch::kRolling): two cores then stream ~50 GB/s from
+//     DRAM for bf16 and FP8, ~0.9 of the read roofline on large matrices.
 // Targets without F16C (the scalar baseline) decode through kiln's scalar conversions
 // into a vector buffer: slow, but the same values.
-// Rows are split over the pool in groups of 4 with a grain of kMinChunkBytes of weights,
-// so small matrices stay on one thread.
+// Rows are split over the pool in groups of 8 with a grain of kMinChunkBytes of weights,
+// so the smallest matrices stay on one thread.
 
 // Per-target include guard (Highway's pattern: the toggle flips once per target).
 #if defined(KILN_BACKEND_CPU_GEMV_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -53,6 +54,7 @@
 #define KILN_BACKEND_CPU_GEMV_INL_H_
 #endif
 
+#include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 #include <kiln/scalar_types.h>
@@ -60,6 +62,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/linear_kernels.h"
@@ -86,13 +89,18 @@ using DI = hn::RebindToSigned<DF>;
 // Weights per inner step at most: four f32 vectors.
 constexpr size_t kMaxStep = 4 * HWY_MAX_BYTES / sizeof(float);
 
-// Rows per pass sharing the x loads.
+// Rows per pass sharing the x loads: 8 in the one-row linear; the MoE expert kernel
+// works in groups of 4 (kRowsPerPass).
+constexpr int kGemvRowsPerPass = 8;
 constexpr int kRowsPerPass = 4;
 
-// Weight bytes a thread should stream at least (~10 us at ~25 GB/s) before a split pays
-// for waking a pool worker: about ten warm wake-ups. On a loaded machine a worker can
-// wait milliseconds for a core, so splitting anything smaller loses badly there.
-constexpr int64_t kMinChunkBytes = int64_t{256} << 10;
+// Weight bytes a thread should stream at least (~2.5 us at ~25 GB/s) before a split pays
+// for handing a chunk to a pool worker. A split costs ~1 us (the round trip to a spinning
+// worker and the cache lines the two cores exchange). Measured on the small decode shapes
+// (cold weights, 2 threads), two 64 KiB chunks against one thread: bf16 32 x 2048 1.14x,
+// 64 x 2048 1.29x, FP8 64 x 2048 0.99x, 128 x 2048 1.17x; two 32 KiB chunks: FP8
+// 32 x 2048 0.8x.
+constexpr int64_t kMinChunkBytes = int64_t{64} << 10;
 
 // ---- weight decoders ----
 // A decoder turns one step of kVecs * L weights at p into kVecs f32 vectors (Load), each
@@ -346,37 +354,68 @@ void PrepareX(const LinearActivations& act, int64_t K, float* HWY_RESTRICT xs) {
   }
 }
 
-// Requests the weights the next pass will read at this step (the same offset, R rows
-// further on). Prefetching one pass ahead keeps enough cache-line fills in flight for
-// the decode work to overlap the memory latency: on Zen 5 it lifts the FP8 kernel from
-// ~15 to ~22 GB/s on one core (the hardware prefetchers stop at each 4 KiB page, which is
-// one FP8 row of K = 4096), and bf16 by ~10%. Addresses past the matrix are harmless:
+// Where each step requests the weights it will need later, so that enough cache-line
+// fills are in flight for the decode work to overlap the memory latency. The hardware
+// prefetchers stop at each 4 KiB page (one FP8 row of K = 4096), so without software
+// prefetch every row start waits for DRAM. Addresses past the matrix are harmless:
 // prefetches never fault.
-template <int R, typename T>
-HWY_INLINE void PrefetchNextPass(const T* p, int64_t ldw, int64_t step) {
+enum class Prefetch {
+  // The same offset in the rows R further on, which the next pass reads: on Zen 5 this
+  // lifted the 4-row FP8 kernel from ~15 to ~22 GB/s on one core. The MoE expert kernel
+  // uses it (its passes of 4 rows hop between experts).
+  kNextPass,
+  // kPrefetchAheadBytes further along the same row; within the last stretch of a row, the
+  // same offset in the row R further on instead (the start of the next pass), so a pass
+  // begins with its first lines in flight. The lead, R x 1 KiB, is short enough that the
+  // lines are still in L1 when read, which a whole pass ahead is not once R rows plus x
+  // outgrow L1 (8 FP8 rows of K = 4096 and x take 48 KiB). Measured on 2 threads over the
+  // decode shapes, the one-row linear with 8-row passes and this prefetch streams 1.08x
+  // (bf16) to 1.25x (FP8) faster than with 4-row passes and kNextPass.
+  kRolling,
+};
+constexpr int64_t kPrefetchAheadBytes = 1024;
+
+// Offset (elements) from a step's address at k to the weights it requests.
+template <Prefetch P, int R, typename T>
+HWY_INLINE int64_t PrefetchOffset(int64_t k, int64_t K, int64_t ldw) {
+  if constexpr (P == Prefetch::kNextPass) {
+    return R * ldw;
+  } else {
+    constexpr int64_t kAhead = kPrefetchAheadBytes / static_cast<int64_t>(sizeof(T));
+    return k + kAhead < K ? kAhead : R * ldw + kAhead - K;
+  }
+}
+
+// Requests the cache lines of one step of weights at p.
+template <typename T>
+HWY_INLINE void PrefetchStep(const T* p, int64_t step) {
   constexpr int64_t kLine = 64;
-  const char* next = reinterpret_cast<const char*>(p + R * ldw);
-  for (int64_t off = 0; off < step * static_cast<int64_t>(sizeof(T)); off += kLine) hwy::Prefetch(next + off);
+  const char* bytes = reinterpret_cast<const char*>(p);
+  for (int64_t off = 0; off < step * static_cast<int64_t>(sizeof(T)); off += kLine) hwy::Prefetch(bytes + off);
 }
 
 // sums[r] = sum_k x[k] * decoded W[r, k], over R rows starting at w with row stride ldw.
 // kBlocked: each 128-wide block's partial sums are multiplied by block_scale[block].
-template <class Dec, int R, bool kBlocked>
+template <class Dec, int R, bool kBlocked, Prefetch P = Prefetch::kNextPass>
 HWY_INLINE void DotRows(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, const float* HWY_RESTRICT xs, int64_t K,
                         const float* HWY_RESTRICT block_scale, float* HWY_RESTRICT sums) {
   constexpr int V = Dec::kVecs;
+  // Accumulators per row: one per decoded vector while R * V <= 16, else fewer (vector v
+  // adds into accumulator v % A), leaving registers for x, the decode tables and
+  // temporaries; 8 rows still keep 16 independent FMA chains.
+  constexpr int A = R * V <= 16 ? V : (16 / R > 1 ? 16 / R : 1);
   const DF df;
   const Dec dec;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t step = StepOf<Dec>(df);
   const int64_t block = kBlocked ? kFp8ScaleBlock : K;
   VF total[R];
-  VF acc[R][V];
+  VF acc[R][A];
   for (int r = 0; r < R; ++r) total[r] = hn::Zero(df);
   for (int64_t kb = 0; kb < K; kb += block) {
     const int64_t kend = std::min(K, kb + block);
     for (int r = 0; r < R; ++r) {
-      for (int v = 0; v < V; ++v) acc[r][v] = hn::Zero(df);
+      for (int v = 0; v < A; ++v) acc[r][v] = hn::Zero(df);
     }
     const auto accumulate = [&](int64_t k, auto load) HWY_ATTR {
       VF x[V];
@@ -384,13 +423,14 @@ HWY_INLINE void DotRows(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, cons
       for (int r = 0; r < R; ++r) {
         VF wv[V];
         load(w + r * ldw + k, wv);
-        for (int v = 0; v < V; ++v) acc[r][v] = hn::MulAdd(wv[v], x[v], acc[r][v]);
+        for (int v = 0; v < V; ++v) acc[r][v % A] = hn::MulAdd(wv[v], x[v], acc[r][v % A]);
       }
     };
     int64_t k = kb;
     for (; k + step <= kend; k += step) {
+      const int64_t ahead = PrefetchOffset<P, R, typename Dec::T>(k, K, ldw);
       accumulate(k, [&](const typename Dec::T* p, VF* wv) HWY_ATTR {
-        PrefetchNextPass<R>(p, ldw, step);
+        PrefetchStep(p + ahead, step);
         dec.Load(p, wv);
       });
     }
@@ -400,7 +440,7 @@ HWY_INLINE void DotRows(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, cons
     }
     for (int r = 0; r < R; ++r) {
       VF sum = acc[r][0];
-      for (int v = 1; v < V; ++v) sum = hn::Add(sum, acc[r][v]);
+      for (int v = 1; v < A; ++v) sum = hn::Add(sum, acc[r][v]);
       if constexpr (kBlocked) {
         total[r] = hn::MulAdd(sum, hn::Set(df, block_scale[kb / kFp8ScaleBlock]), total[r]);
       } else {
@@ -411,7 +451,7 @@ HWY_INLINE void DotRows(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, cons
   for (int r = 0; r < R; ++r) sums[r] = hn::GetLane(hn::SumOfLanes(df, total[r]));
 }
 
-// Output rows [n0, n1) of one call: n0 is a multiple of kRowsPerPass, so a pass never
+// Output rows [n0, n1) of one call: n0 is a multiple of kGemvRowsPerPass, so a pass never
 // straddles a 128-row scale block.
 template <class Dec, DType kOut, bool kScaled, bool kBlocked>
 void GemvRows(const LinearWeight& w, const LinearActivations& act, const float* xs, int64_t n0, int64_t n1) {
@@ -428,26 +468,48 @@ void GemvRows(const LinearWeight& w, const LinearActivations& act, const float* 
   };
   const auto block_scales = [&](int64_t n) { return kBlocked ? w.scale + n / kFp8ScaleBlock * k_blocks : nullptr; };
   int64_t n = n0;
-  for (; n + kRowsPerPass <= n1; n += kRowsPerPass) {
-    float sums[kRowsPerPass];
-    DotRows<Dec, kRowsPerPass, kBlocked>(base + n * ldw, ldw, xs, K, block_scales(n), sums);
-    for (int r = 0; r < kRowsPerPass; ++r) finish(n + r, sums[r]);
-  }
+  const auto passes = [&](auto rows) {
+    constexpr int R = decltype(rows)::value;
+    for (; n + R <= n1; n += R) {
+      float sums[R];
+      DotRows<Dec, R, kBlocked, Prefetch::kRolling>(base + n * ldw, ldw, xs, K, block_scales(n), sums);
+      for (int r = 0; r < R; ++r) finish(n + r, sums[r]);
+    }
+  };
+  passes(std::integral_constant<int, kGemvRowsPerPass>());
+  passes(std::integral_constant<int, kRowsPerPass>());  // a tail of 4 to 7 rows
   for (; n < n1; ++n) {
     float sum;
-    DotRows<Dec, 1, kBlocked>(base + n * ldw, ldw, xs, K, block_scales(n), &sum);
+    DotRows<Dec, 1, kBlocked, Prefetch::kRolling>(base + n * ldw, ldw, xs, K, block_scales(n), &sum);
     finish(n, sum);
   }
 }
 
+// Scratch for x on a pool worker, kept per thread and grown on demand. Each chunk of a
+// split call converts x itself: reading the source row costs less than pulling the
+// caller's freshly written f32 copy across cores, which measured ~7 us per 8 KiB here.
+HWY_INLINE float* WorkerXScratch(int64_t floats) {
+  thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
+  thread_local int64_t capacity = 0;
+  if (capacity < floats) {
+    buffer = hwy::AllocateAligned<float>(static_cast<size_t>(floats));
+    capacity = buffer ? floats : 0;
+    KILN_CHECK(buffer != nullptr, "linear", "out of memory: could not allocate {} floats of GEMV scratch", floats);
+  }
+  return buffer.get();
+}
+
 template <class Dec, DType kOut, bool kScaled, bool kBlocked>
 void RunGemv(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* xs) {
-  PrepareX<Dec>(act, w.K, xs);
-  const int64_t groups = (w.N + kRowsPerPass - 1) / kRowsPerPass;
-  const int64_t group_bytes = kRowsPerPass * w.K * static_cast<int64_t>(sizeof(typename Dec::T));
+  constexpr int kRows = kGemvRowsPerPass;
+  const int64_t groups = (w.N + kRows - 1) / kRows;
+  const int64_t group_bytes = kRows * w.K * static_cast<int64_t>(sizeof(typename Dec::T));
   const int64_t grain = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(group_bytes, 1));
   pool.parallel_for(groups, grain, [&](int64_t g0, int64_t g1) {
-    GemvRows<Dec, kOut, kScaled, kBlocked>(w, act, xs, g0 * kRowsPerPass, std::min(w.N, g1 * kRowsPerPass));
+    // The caller runs the chunk at 0 (ThreadPool's contract), with the call's scratch.
+    float* x = g0 == 0 ? xs : WorkerXScratch(gemv_scratch_floats(w.K));
+    PrepareX<Dec>(act, w.K, x);
+    GemvRows<Dec, kOut, kScaled, kBlocked>(w, act, x, g0 * kRows, std::min(w.N, g1 * kRows));
   });
 }
 
