@@ -20,11 +20,12 @@
 //     row loaded once per tile of chunks and broadcast-multiplied by each row's weight;
 //   - software prefetch of the rows kPrefetchBytes ahead, one row per key processed.
 // Per key and 4 query heads of dim 80 that is 40 FMAs, 10 K/V vector loads (bf16:
-// widened with a zero-extend and a shift) and ~15 other vector instructions; on Zen 5
-// the kernel then keeps up with two cores' memory bandwidth for bf16 and f32 caches.
-// (AVX512-BF16's vdpbf16ps for the scores measured slower: it issues ~0.6 per cycle
-// against 2 FMAs.) K/V rows are read in place at their storage width when E and Ev are
-// lane multiples; other head dims widen each block into zero-padded L1 scratch first.
+// widened with a zero-extend and a shift), ~12 tree shuffles and adds, and the
+// prefetches: ~9 ns per (key, 4 heads) on one Zen 5 core with the cache in L2, against
+// the 6.3 ns the FMAs alone need, so a bf16 cache is close to compute-bound on two
+// cores. (AVX512-BF16's vdpbf16ps for the scores measured slower: it issues ~0.6 per
+// cycle against ~2 FMAs.) K/V rows are read in place at their storage width when E and
+// Ev are lane multiples; other head dims widen each block into zero-padded L1 scratch.
 // An item covering the whole context writes its output rows; otherwise it leaves (max,
 // sum, acc) per row and a final pass merges the slices:
 // out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
@@ -35,7 +36,6 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -147,10 +147,10 @@ HWY_INLINE hn::Vec<D> FoldQuarters(hn::Vec<D> a, hn::Vec<D> b) {
 // Software prefetch of the rows of a block ahead, one row at a time: rows [0, n) at
 // base + i * stride_bytes, row_bytes each (base == nullptr: none). The kernels issue one
 // row's prefetches per key they process, so the cache-line fills stay spread over the
-// block instead of arriving in one burst: issuing a whole block's worth at its start
-// measured 35 GB/s on two Zen 5 cores for bf16 and f32, spreading them 50-54 GB/s (the
-// probe's roofline), and leaving every other line to the hardware prefetchers halves the
-// bandwidth. Prefetches never fault.
+// block instead of arriving in one burst. Kernel alone on two Zen 5 cores, the cache
+// cold (best quartile of many calls): issuing a whole block's worth at its start gave
+// ~35 GB/s for bf16 and f32, spreading them ~50 GB/s; leaving every other line to the
+// hardware prefetchers halves the bandwidth. Prefetches never fault.
 struct RowPrefetch {
   const char* base = nullptr;
   int64_t stride_bytes = 0, row_bytes = 0, n = 0;
@@ -436,12 +436,7 @@ void AttentionDecode(const AttentionProblem& p, ThreadPool& pool) {
   }
   const int64_t e_pad = PadToLanes<C>(p.E), ev_pad = PadToLanes<C>(p.Ev);
   const size_t lanes = hn::Lanes(hn::ScalableTag<C>());
-  // Items are taken from a shared counter rather than split statically: on a shared
-  // machine a thread that loses its core for a while no longer holds up its items.
-  // Each item's result does not depend on which thread runs it.
-  const int64_t items = groups * slices;
-  std::atomic<int64_t> next_item{0};
-  pool.parallel_for(std::min<int64_t>(items, pool.num_threads()), 1, [&](int64_t, int64_t) {
+  pool.parallel_for(groups * slices, 1, [&](int64_t begin, int64_t end) {
     DecodeScratch<T> s;
     s.qs.resize(static_cast<size_t>(kMaxGroup * e_pad));
     if (p.E != e_pad || p.Ev != ev_pad) {
@@ -452,8 +447,7 @@ void AttentionDecode(const AttentionProblem& p, ThreadPool& pool) {
     s.lsum.resize(static_cast<size_t>(kMaxGroup) * lanes);
     s.alpha.resize(static_cast<size_t>(kMaxGroup));
     s.acc.resize(static_cast<size_t>(kMaxGroup * ev_pad));
-    for (int64_t item = next_item.fetch_add(1, std::memory_order_relaxed); item < items;
-         item = next_item.fetch_add(1, std::memory_order_relaxed)) {
+    for (int64_t item = begin; item < end; ++item) {
       const int64_t g = item / slices, sl = item % slices;
       const int64_t row0 = group_start[g], R = group_start[g + 1] - row0;
       const int64_t s0 = sl * slice_len, s1 = std::min(p.S, s0 + slice_len);
