@@ -31,6 +31,9 @@ inline std::vector<double> to_doubles(const Tensor& t) {
   return std::vector<double>(p, p + c.numel());
 }
 
+// Rounds v to dtype (the oracle's cast, the same one the test inputs went through).
+inline double round_to(double v, DType dtype) { return to_doubles(from_doubles({v}, {1}, dtype))[0]; }
+
 // Uniform values in [lo, hi].
 inline std::vector<double> uniform(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {
   std::mt19937 gen(seed);

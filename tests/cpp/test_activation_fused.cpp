@@ -20,11 +20,11 @@ using nn_test::for_each_target;
 using nn_test::from_doubles;
 using nn_test::near;
 using nn_test::random_sample;
+using nn_test::round_to;
 using nn_test::to_doubles;
 using nn_test::underflow_error;
 using nn_test::unit_roundoff;
 
-double round_to(double v, DType dtype) { return to_doubles(from_doubles({v}, {1}, dtype))[0]; }
 
 // y = silu(g) * up, g = x[..., :I], up = x[..., I:]. Tolerance: e^-g within 2 ulp (4u)
 // plus the rounding of -g's argument (none: negation is exact), 1 + e^-g (u), the

@@ -23,12 +23,11 @@ using nn_test::for_each_target;
 using nn_test::from_doubles;
 using nn_test::near;
 using nn_test::random_sample;
+using nn_test::round_to;
 using nn_test::to_doubles;
 using nn_test::underflow_error;
 using nn_test::unit_roundoff;
 
-// Rounds v to dtype (the oracle's cast, the same one the test inputs went through).
-double round_to(double v, DType dtype) { return to_doubles(from_doubles({v}, {1}, dtype))[0]; }
 
 double silu(double g) { return g / (1.0 + std::exp(-g)); }
 
