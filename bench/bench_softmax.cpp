@@ -1,6 +1,6 @@
 // Softmax / log_softmax micro-benchmarks: the decode shapes (one [1, vocab] row of
-// logits, router and attention rows) through the public op, and the driver alone with
-// a preallocated output to show what the front end costs.
+// logits, router and attention rows) through the public op (a benchmark sees public
+// headers only).
 //
 // Target (issue "decode hot path"): [1, 128256] float32 in <= 10 us median on 2 Zen 5
 // cores (PyTorch CPU: ~93 us). Each benchmark times every iteration and reports the
@@ -16,7 +16,6 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu/softmax_kernels.h"
 #include "kiln/ops/nn.h"
 #include "kiln/runtime.h"
 #include "kiln/tensor.h"
@@ -56,20 +55,6 @@ void BM_Softmax(benchmark::State& state, bool log, kiln::DType dtype) {
   timed_loop(state, [&] {
     kiln::Tensor y = log ? kiln::log_softmax(x, -1) : kiln::softmax(x, -1);
     benchmark::DoNotOptimize(y.data_ptr());
-  });
-  state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(x.nbytes()));
-}
-
-// The CPU driver alone into a preallocated output.
-void BM_SoftmaxDriver(benchmark::State& state, bool log) {
-  const kiln::Tensor x = random_logits({state.range(0), state.range(1)}, kiln::DType::Float32);
-  kiln::Tensor y = kiln::Tensor::empty(x.sizes(), kiln::DType::Float32);
-  kiln::ThreadPool& pool = kiln::default_thread_pool();
-  const kiln::cpu::SoftmaxProblem p{
-      kiln::DType::Float32, x.data_ptr(), y.data_ptr(), state.range(0), state.range(1), 1, log};
-  timed_loop(state, [&] {
-    kiln::cpu::softmax_cpu(p, pool);
-    benchmark::ClobberMemory();
   });
   state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(x.nbytes()));
 }
@@ -118,8 +103,6 @@ BENCHMARK_CAPTURE(BM_Softmax, log_f32, true, kiln::DType::Float32)
     ->Apply(configure);
 BENCHMARK_CAPTURE(BM_Softmax, bf16, false, kiln::DType::BFloat16)->Args({1, 128256})->Apply(configure);
 BENCHMARK_CAPTURE(BM_Softmax, f64, false, kiln::DType::Float64)->Args({1, 128256})->Apply(configure);
-BENCHMARK_CAPTURE(BM_SoftmaxDriver, f32, false)->Args({1, 128256})->Apply(configure);
-BENCHMARK_CAPTURE(BM_SoftmaxDriver, log_f32, true)->Args({1, 128256})->Apply(configure);
 BENCHMARK(BM_SoftmaxDim0)->Args({128, 1024})->Apply(configure);
 BENCHMARK(BM_CachedReadRoofline)->Arg(128256)->Apply(configure);
 BENCHMARK(BM_MemoryBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);

@@ -6,6 +6,10 @@
 namespace kiln {
 
 enum class DeviceType { CPU, CUDA };
+// Kernel tables keep one slot per device type.
+inline constexpr int kDeviceTypeCount = 2;
+
+inline const char* device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu" : "cuda"; }
 
 struct Device {
   DeviceType type = DeviceType::CPU;

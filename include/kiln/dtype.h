@@ -61,4 +61,12 @@ DType to_real(DType t);
 // The complex counterpart of a floating dtype (float64 -> complex128).
 DType to_complex(DType t);
 
+// The dtype arithmetic runs in: narrow floats (f16, bf16, fp8) widen to float32
+// ("compute wide, store narrow"); everything else computes in itself.
+inline DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
+
+// The dtype a float-valued op (sqrt, exp, true division, mean, ...) returns for
+// input dtype t: integers and bool give the default float dtype (float32).
+inline DType float_result_dtype(DType t) { return is_floating(t) || is_complex(t) ? t : DType::Float32; }
+
 }  // namespace kiln

@@ -51,6 +51,9 @@ class Tensor {
 
   // A new, uninitialised, contiguous tensor.
   static Tensor empty(const Shape& sizes, DType dtype = DType::Float32, Device device = kCPU);
+  // A 0-dim CPU tensor holding `value` in its widest natural dtype (bool, int64, uint64,
+  // float64 or complex128): the exact source that scalar_tensor and fill_ convert from.
+  static Tensor from_scalar(const Scalar& value);
   // A tensor viewing `storage` with the given geometry; checked against the storage size.
   static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape& strides,
                              int64_t offset, DType dtype);

@@ -86,14 +86,17 @@ class ThreadPool {
   std::unique_ptr<State> state_;
 };
 
-// The process-wide pool, created on first use with default_num_threads() threads.
+// The process-wide default pool, created on first use with default_num_threads()
+// threads. Ops do not use it directly: they run on current_context() (kiln/context.h),
+// which holds its pool alive. The reference stays valid until the next set_num_threads.
 ThreadPool& default_thread_pool();
 // KILN_NUM_THREADS if set (an integer in 1..kMaxPoolThreads, else kiln::Error naming the
 // variable and its value), else physical_core_count().
 int default_num_threads();
-// Rebuilds the default pool with n threads (1..kMaxPoolThreads, else kiln::Error).
-// References from earlier default_thread_pool() calls become invalid: call it before work
-// starts.
+// Replaces the default pool by one with n threads (1..kMaxPoolThreads, else
+// kiln::Error). Safe while other threads compute: ops that already took their context
+// finish on the old pool, which is destroyed when the last of them returns. Threads
+// inside a ContextScope keep their own pool.
 void set_num_threads(int n);
 // Physical cores (not SMT siblings) this process may run on, also bounded by a cgroup CPU
 // quota; >= 1.

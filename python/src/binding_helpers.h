@@ -9,7 +9,7 @@
 #include "bindings.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
-#include "ops/op_utils.h"
+#include "kiln/dtype.h"
 
 namespace kiln::python {
 

@@ -9,7 +9,7 @@
 
 #include "bindings.h"
 #include "kiln/llm.h"
-#include "llm/synthetic_model.h"
+#include "kiln/llm_synthetic.h"
 
 namespace kiln::python {
 
@@ -66,7 +66,7 @@ void bind_llm(py::module_& m) {
     o.fp8 = fp8;
     o.seed = seed;
     py::gil_scoped_release release;
-    llm::write_synthetic_model(o);
+    llm::make_synthetic_model(o);
   }, py::arg("out_dir"), py::arg("arch"), py::arg("preset"), py::arg("layers"), py::arg("fp8"), py::arg("seed"));
   py::class_<llm::Model, std::unique_ptr<llm::Model>>(m, "_LlmModel")
       .def_static("load", [](const std::string& dir, const std::string& dtype, int64_t max_context,

@@ -1,5 +1,5 @@
 // `kiln make-model --arch qwen3_moe|lfm2_moe --preset NAME [--layers N] [--fp8] --out DIR
-// [--seed S]`: writes a synthetic Hugging Face checkpoint folder (see llm/synthetic_model.h).
+// [--seed S]`: writes a synthetic Hugging Face checkpoint folder (see kiln/llm_synthetic.h).
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "llm/synthetic_model.h"
+#include "kiln/llm_synthetic.h"
 
 namespace kiln::cli {
 
@@ -36,10 +36,10 @@ void register_make_model_command(CLI::App& app, CommandList& commands) {
                             if (p.tensors_done == p.tensors_total) fmt::print(stderr, "\n");
                           };
                         }
-                        const llm::SyntheticModel model = llm::write_synthetic_model(*options);
+                        const llm::SyntheticModelSummary model = llm::make_synthetic_model(*options);
                         fmt::print("wrote {}: {} preset '{}', {} layers{}, {:.1f} MB of weights in {} file{}\n",
-                                   options->out_dir, model.config.model_type, options->preset,
-                                   model.config.num_layers, options->fp8 ? ", fp8" : "", model.tensor_bytes / 1e6,
+                                   options->out_dir, model.model_type, options->preset,
+                                   model.num_layers, options->fp8 ? ", fp8" : "", model.tensor_bytes / 1e6,
                                    model.shards.size(), model.shards.size() == 1 ? "" : "s");
                         return 0;
                       }});

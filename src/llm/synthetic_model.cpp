@@ -13,6 +13,7 @@
 
 #include "kiln/error.h"
 #include "kiln/scalar_types.h"
+#include "kiln/context.h"
 #include "kiln/thread_pool.h"
 #include "llm/safetensors_format.h"
 #include "llm/tokenizer.h"
@@ -171,7 +172,7 @@ template <typename Store>
 void generate(const PlannedTensor& t, uint64_t key, int64_t first, int64_t count, Store store) {
   // Locals, so the stores through `store` cannot make the compiler reload them.
   const float low = t.center - t.half_width, width = 2.0f * t.half_width;
-  default_thread_pool().parallel_for(count, 1 << 15, [&, low, width](int64_t begin, int64_t end) {
+  current_context().pool().parallel_for(count, 1 << 15, [&, low, width](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       const uint64_t bits = mix64(key + static_cast<uint64_t>(first + j + 1) * 0x9E3779B97F4A7C15ull);
       const float u = static_cast<float>(static_cast<uint32_t>(bits >> 40)) * (1.0f / 16777216.0f);  // [0, 1)
@@ -250,7 +251,7 @@ class TensorStreamer {
     bytes_.resize(n * cols);
     const int64_t col_blocks = (cols + kFp8Block - 1) / kFp8Block;
     const int64_t row_blocks = (n + kFp8Block - 1) / kFp8Block;
-    default_thread_pool().parallel_for(row_blocks * col_blocks, 1, [&](int64_t begin, int64_t end) {
+    current_context().pool().parallel_for(row_blocks * col_blocks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t blk = begin; blk < end; ++blk) {
         const int64_t r0 = blk / col_blocks * kFp8Block, r1 = std::min(n, r0 + kFp8Block);
         const int64_t c0 = blk % col_blocks * kFp8Block, c1 = std::min(cols, c0 + kFp8Block);
@@ -421,6 +422,15 @@ SyntheticModel write_synthetic_model(const SyntheticModelOptions& options) {
     write_text_file(dir / "model.safetensors.index.json", index.dump(2) + "\n");
   }
   return result;
+}
+
+}  // namespace kiln::llm
+
+namespace kiln::llm {
+
+SyntheticModelSummary make_synthetic_model(const SyntheticModelOptions& options) {
+  SyntheticModel model = write_synthetic_model(options);
+  return {model.config.model_type, model.config.num_layers, std::move(model.shards), model.tensor_bytes};
 }
 
 }  // namespace kiln::llm

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/llm_synthetic.h"
 #include "kiln/tensor.h"
 #include "llm/config.h"
 
@@ -57,27 +58,6 @@ std::vector<CheckpointTensorSpec> checkpoint_tensor_specs(const ModelConfig& con
 // is a Value error.
 ModelConfig synthetic_model_config(const std::string& arch, const std::string& preset,
                                    std::optional<int64_t> num_layers = std::nullopt, bool fp8 = false);
-
-struct SyntheticModelProgress {
-  int64_t tensors_done = 0;
-  int64_t tensors_total = 0;
-  uint64_t bytes_done = 0;   // tensor data written so far
-  uint64_t bytes_total = 0;
-};
-
-struct SyntheticModelOptions {
-  std::string arch = "qwen3_moe";  // "qwen3_moe" or "lfm2_moe"
-  std::string preset = "tiny";
-  std::optional<int64_t> num_layers;
-  bool fp8 = false;  // Hugging Face FP8 block-scaled checkpoint
-  std::string out_dir;
-  uint64_t seed = 0;
-  // Tensor data above this is split into model-0000i-of-0000n.safetensors shards with a
-  // model.safetensors.index.json, as transformers' save_pretrained does.
-  uint64_t max_shard_bytes = 2'000'000'000;
-  // Called after each tensor is written.
-  std::function<void(const SyntheticModelProgress&)> progress;
-};
 
 struct SyntheticModel {
   ModelConfig config;               // as written to config.json / generation_config.json

@@ -1,8 +1,8 @@
 // silu_and_mul front end: the gate and up halves of the last dim as views, then the
 // elementwise engine (which widens narrow dtypes and handles strides) with the fused
 // SIMD kernel of backend/cpu/activation_fused_kernels.cpp.
-#include "backend/cpu/activation_fused_kernels.h"
-#include "backend/cpu/loops.h"
+#include "backend/cpu/elementwise/activation_fused_kernels.h"
+#include "backend/cpu/common/loops.h"
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"

@@ -4,7 +4,7 @@
 #include <complex>
 #include <cstring>
 
-#include "backend/cpu/random.h"
+#include "backend/cpu/common/random.h"
 #include "kiln/error.h"
 #include "kiln/thread_pool.h"
 
@@ -24,36 +24,8 @@ Tensor ones(const Shape& sizes, DType dtype) { return full(sizes, Scalar(int64_t
 Tensor ones_like(const Tensor& t, std::optional<DType> dtype) { return ones(t.sizes(), dtype.value_or(t.dtype())); }
 
 Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) {
-  // Store the scalar in its widest natural dtype, then cast with the shared cast rules.
-  Tensor t;
-  switch (value.tag()) {
-    case Scalar::Tag::Bool: {
-      t = Tensor::empty({}, DType::Bool);
-      *t.data<uint8_t>() = value.to_bool();
-      break;
-    }
-    case Scalar::Tag::Int: {
-      t = Tensor::empty({}, DType::Int64);
-      *t.data<int64_t>() = value.to_int64();
-      break;
-    }
-    case Scalar::Tag::UInt: {
-      t = Tensor::empty({}, DType::UInt64);
-      *t.data<uint64_t>() = value.to_uint64();
-      break;
-    }
-    case Scalar::Tag::Double: {
-      t = Tensor::empty({}, DType::Float64);
-      *t.data<double>() = value.to_double();
-      break;
-    }
-    case Scalar::Tag::Complex: {
-      t = Tensor::empty({}, DType::Complex128);
-      *t.data<std::complex<double>>() = value.to_complex();
-      break;
-    }
-  }
-  return t.to(dtype.value_or(value.promotion_dtype()));
+  // Stored in its widest natural dtype, then cast with the shared cast rules.
+  return Tensor::from_scalar(value).to(dtype.value_or(value.promotion_dtype()));
 }
 
 Tensor full(const Shape& sizes, const Scalar& value, std::optional<DType> dtype) {
@@ -133,13 +105,6 @@ Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype) {
   if (k > 0) t.as_strided({k}, {m + 1}, 0).copy_(one);
   return t;
 }
-
-Generator& default_generator() {
-  static Generator g(0);
-  return g;
-}
-
-void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "backend/cpu/loops.h"
+#include "backend/cpu/common/loops.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/thread_pool.h"

@@ -6,7 +6,7 @@
 #include <array>
 #include <optional>
 
-#include "backend/cpu/elementwise_kernels.h"
+#include "backend/cpu/elementwise/elementwise_kernels.h"
 #include "kiln/dtype.h"
 #include "kiln/scalar.h"
 #include "kiln/tensor.h"

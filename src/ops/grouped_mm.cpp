@@ -4,7 +4,7 @@
 
 #include <climits>
 
-#include "backend/cpu/grouped_mm_kernels.h"
+#include "backend/cpu/matmul/grouped_mm_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/thread_pool.h"

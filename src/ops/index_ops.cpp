@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/index_kernels.h"
-#include "backend/cpu/loops.h"
+#include "backend/cpu/index/index_kernels.h"
+#include "backend/cpu/common/loops.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/thread_pool.h"

@@ -5,7 +5,7 @@
 #include <climits>
 #include <vector>
 
-#include "backend/cpu/linear_kernels.h"
+#include "backend/cpu/linear/linear_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/thread_pool.h"

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "backend/cpu/linear_kernels.h"
+#include "backend/cpu/linear/linear_kernels.h"
 #include "kiln/tensor.h"
 
 namespace kiln::linear_detail {

@@ -2,7 +2,7 @@
 // its helpers (front ends; kernels in backend/cpu/gemv_fp8.cpp and fp8_quant.cpp).
 #include <string>
 
-#include "backend/cpu/linear_kernels.h"
+#include "backend/cpu/linear/linear_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/linear.h"

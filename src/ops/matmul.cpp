@@ -10,7 +10,7 @@
 // the cast engine vectorised.
 #include "kiln/ops/matmul.h"
 
-#include "backend/cpu/blas.h"
+#include "backend/cpu/matmul/blas.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/thread_pool.h"

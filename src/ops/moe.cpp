@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/cast.h"
-#include "backend/cpu/moe_kernels.h"
+#include "backend/cpu/cast/cast.h"
+#include "backend/cpu/moe/moe_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/thread_pool.h"

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "backend/cpu/norm_kernels.h"
+#include "backend/cpu/nn/norm_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"

@@ -4,8 +4,8 @@
 // the matching kernel kind; the sink turns each output's partial into its value.
 #include <string>
 
-#include "backend/cpu/reduce_loop.h"
-#include "backend/cpu/scan_kernels.h"
+#include "backend/cpu/reduce/reduce_loop.h"
+#include "backend/cpu/reduce/scan_kernels.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/thread_pool.h"

@@ -8,7 +8,7 @@
 #include <complex>
 #include <limits>
 
-#include "backend/cpu/reduce_loop.h"
+#include "backend/cpu/reduce/reduce_loop.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/thread_pool.h"

@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/cpu/cast.h"
-#include "backend/cpu/reduce_loop.h"
+#include "backend/cpu/cast/cast.h"
+#include "backend/cpu/reduce/reduce_loop.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "backend/cpu/rope_kernels.h"
+#include "backend/cpu/nn/rope_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"

@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "backend/cpu/blas.h"
-#include "backend/cpu/cast.h"
+#include "backend/cpu/matmul/blas.h"
+#include "backend/cpu/cast/cast.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/thread_pool.h"

@@ -1,12 +1,12 @@
 // softmax / log_softmax front end: dtype rules, the [outer, dim, inner] view of the
-// input, then the CPU driver (backend/cpu/softmax_driver.cpp).
+// input, then the softmax kernel of the input's device (backend/softmax.h).
 #include <optional>
 
-#include "backend/cpu/softmax_kernels.h"
+#include "backend/softmax.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
-#include "kiln/thread_pool.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 
@@ -29,7 +29,7 @@ Tensor softmax_impl(const char* op, const Tensor& input, int64_t dim, std::optio
   }
   // With dtype, PyTorch converts the input first.
   const Tensor x = input.to(want).contiguous();
-  Tensor out = Tensor::empty(x.sizes(), want);
+  Tensor out = Tensor::empty(x.sizes(), want, x.device());
   if (x.numel() == 0) return out;
 
   int64_t outer = 1, inner = 1;
@@ -37,16 +37,17 @@ Tensor softmax_impl(const char* op, const Tensor& input, int64_t dim, std::optio
   for (int64_t i = d + 1; i < ndim; ++i) inner *= x.size(i);
   const int64_t size = ndim == 0 ? 1 : x.size(d);
 
-  ThreadPool& pool = default_thread_pool();
+  const auto kernel = backend::softmax_kernels.on(x.device(), op).softmax;
+  const ExecutionContext ctx = current_context();
   if (inner > 1 && is_reduced_float(want)) {
     // The strided path runs in float32 and float64 only: widen, then store narrow.
     const Tensor xf = x.to(DType::Float32);
-    Tensor of = Tensor::empty(x.sizes(), DType::Float32);
-    cpu::softmax_cpu({DType::Float32, xf.data_ptr(), of.data_ptr(), outer, size, inner, log}, pool);
+    Tensor of = Tensor::empty(x.sizes(), DType::Float32, x.device());
+    kernel(ctx, {DType::Float32, xf.data_ptr(), of.data_ptr(), outer, size, inner, log});
     out.copy_(of);
     return out;
   }
-  cpu::softmax_cpu({want, x.data_ptr(), out.data_ptr(), outer, size, inner, log}, pool);
+  kernel(ctx, {want, x.data_ptr(), out.data_ptr(), outer, size, inner, log});
   return out;
 }
 

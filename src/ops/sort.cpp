@@ -1,5 +1,5 @@
 // Front ends of sort, argsort and topk: validation, output shapes, 0-dim inputs.
-#include "backend/cpu/sort_kernels.h"
+#include "backend/cpu/reduce/sort_kernels.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/thread_pool.h"

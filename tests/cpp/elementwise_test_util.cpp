@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "backend/cpu/elementwise_kernels.h"
+#include "backend/cpu/elementwise/elementwise_kernels.h"
 #include "kiln/ops/creation.h"
 #include "kiln/scalar_types.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/linear_kernels.h"
+#include "backend/cpu/linear/linear_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/scalar_types.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/reduce_kernels.h"
+#include "backend/cpu/reduce/reduce_kernels.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
 #include "test_util.h"

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cpu/activation_fused_kernels.h"
+#include "backend/cpu/elementwise/activation_fused_kernels.h"
 #include "kiln/ops/nn.h"
 #include "nn_test_utils.h"
 

@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "backend/cpu/attention_kernels.h"
-#include "backend/cpu/random.h"
+#include "backend/cpu/attention/attention_kernels.h"
+#include "backend/cpu/common/random.h"
 #include "kiln/ops/attention.h"
 #include "kiln/ops/creation.h"
 #include "kiln/thread_pool.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cast.h"
+#include "backend/cpu/cast/cast.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 
 #include <hwy/targets.h>
 
-#include "backend/cpu/grouped_mm_kernels.h"
+#include "backend/cpu/matmul/grouped_mm_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/grouped_mm.h"

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "backend/cpu/moe_kernels.h"
+#include "backend/cpu/moe/moe_kernels.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linear.h"

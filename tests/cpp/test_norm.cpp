@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "backend/cpu/norm_kernels.h"
+#include "backend/cpu/nn/norm_kernels.h"
 #include "kiln/ops/nn.h"
 #include "kiln/type_promotion.h"
 #include "nn_test_utils.h"

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/rope_kernels.h"
+#include "backend/cpu/nn/rope_kernels.h"
 #include "kiln/ops/nn.h"
 #include "nn_test_utils.h"
 

@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cpu/softmax_kernels.h"
+#include "backend/cpu/nn/softmax_kernels.h"
 #include "kiln/ops/nn.h"
 #include "kiln/thread_pool.h"
 #include "nn_test_utils.h"

@@ -1,10 +1,11 @@
 // Tensor creation: torch.empty/zeros/ones/full/arange/linspace/eye and the seeded
-// random generators (rand, randn, randint).
+// random ops (rand, randn, randint) on kiln/generator.h.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
+#include "kiln/generator.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -27,24 +28,6 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = Scala
               std::optional<DType> dtype = std::nullopt);
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<DType> dtype = std::nullopt);
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = DType::Float32);
-
-// A counter-based generator (Philox-4x32-10): the same seed and call sequence give
-// the same numbers on every machine and thread count.
-class Generator {
- public:
-  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
-  void manual_seed(uint64_t seed) { seed_ = seed; offset_ = 0; }
-  uint64_t seed() const { return seed_; }
-  // Reserves `n` 128-bit counters and returns the first.
-  uint64_t advance(uint64_t n) { uint64_t o = offset_; offset_ += n; return o; }
-
- private:
-  uint64_t seed_;
-  uint64_t offset_ = 0;
-};
-
-Generator& default_generator();
-void manual_seed(uint64_t seed);  // torch.manual_seed
 
 // Uniform on [0, 1).
 Tensor rand(const Shape& sizes, DType dtype = DType::Float32, Generator* gen = nullptr);

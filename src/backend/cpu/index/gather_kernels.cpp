@@ -1,0 +1,129 @@
+// Row and element gathers: index_select (and embedding, which is index_select on dim 0)
+// and gather. Both only move bytes, so one instantiation per element size serves every
+// dtype with the same width, and the dtype switch happens once per call.
+#include <cstring>
+
+#include "backend/cpu/common/element_copy.h"
+#include "backend/cpu/index/index_kernels.h"
+#include "backend/cpu/common/loops.h"
+#include "kiln/error.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+// Below this many bytes a thread is not worth waking: the copy is faster than the hand-off.
+constexpr int64_t kCopyGrainBytes = 1 << 16;
+
+template <size_t kElem>
+void index_select_impl(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim,
+                       const std::vector<int64_t>& rows) {
+  // out and input differ only at `dim`, so the dims before it (outer) and after it
+  // (inner: one "row") coalesce pairwise; the dim itself is walked by index.
+  PairDims outer, inner;
+  for (int64_t d = 0; d < dim; ++d) {
+    outer.push(out.size(d), out.stride(d) * int64_t{kElem}, input.stride(d) * int64_t{kElem});
+  }
+  for (int64_t d = dim + 1; d < out.dim(); ++d) {
+    inner.push(out.size(d), out.stride(d) * int64_t{kElem}, input.stride(d) * int64_t{kElem});
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int64_t tasks = outer.numel * n;
+  if (tasks == 0 || inner.numel == 0) return;
+  const int64_t out_dim_stride = out.stride(dim) * int64_t{kElem};
+  const int64_t in_dim_stride = input.stride(dim) * int64_t{kElem};
+  char* const out_base = static_cast<char*>(out.data_ptr());
+  const char* const in_base = static_cast<const char*>(input.data_ptr());
+  const int64_t* const row_ids = rows.data();
+  const int64_t grain = std::max<int64_t>(1, kCopyGrainBytes / (inner.numel * int64_t{kElem}));
+
+  pool.parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
+    // Task t copies row j = t % n of outer position t / n.
+    int64_t outer_index[kMaxLoopDims];
+    int64_t j = begin % n;
+    outer.unravel(begin / n, outer_index);
+    char* out_row = out_base + outer.offset_dst(outer_index);
+    const char* in_row = in_base + outer.offset_src(outer_index);
+    for (int64_t t = begin; t < end; ++t) {
+      copy_block<kElem>(out_row + j * out_dim_stride, in_row + row_ids[j] * in_dim_stride, inner);
+      if (++j == n && t + 1 < end) {
+        j = 0;
+        outer.next(outer_index);
+        out_row = out_base + outer.offset_dst(outer_index);
+        in_row = in_base + outer.offset_src(outer_index);
+      }
+    }
+  });
+}
+
+template <size_t kElem, typename Index>
+void gather_impl(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) {
+  // The front end gives input and index at least one dim.
+  const int64_t dim_size = input.size(dim);
+  const int64_t dim_stride = input.stride(dim) * int64_t{kElem};
+  // The input walked over index's shape with the gathered dim's stride zeroed: at
+  // position (i, j, k) it points at input[i][0][k], and the kernel adds index * stride.
+  // Built directly (not with as_strided) because for an empty input the walk may look
+  // out of bounds even though no element is ever read.
+  auto walk_impl = std::make_shared<TensorImpl>();
+  walk_impl->storage = input.storage();
+  walk_impl->sizes = index.sizes();
+  walk_impl->strides = input.strides();
+  walk_impl->strides[dim] = 0;
+  walk_impl->offset = input.storage_offset();
+  walk_impl->dtype = input.dtype();
+  const Tensor walk(std::move(walk_impl));
+
+  LoopGeometry<3> geo({&out, &index, &walk}, index.sizes());
+  if (geo.numel == 0) return;
+  const int64_t grain = std::max<int64_t>(1, kCopyGrainBytes / int64_t{kElem});
+  pool.parallel_for(geo.numel, grain, [&](int64_t begin, int64_t end) {
+    geo.for_each_row(begin, end, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+      for (int64_t k = 0; k < n; ++k) {
+        Index v;
+        std::memcpy(&v, p[1] + k * s[1], sizeof(Index));
+        if (v < 0 || v >= dim_size) [[unlikely]] {
+          fail(ErrorKind::Index, "gather", "index {} is out of bounds for dimension {} with size {}",
+               static_cast<int64_t>(v), dim, dim_size);
+        }
+        std::memcpy(p[0] + k * s[0], p[2] + k * s[2] + static_cast<int64_t>(v) * dim_stride, kElem);
+      }
+    });
+  });
+}
+
+template <typename Index>
+void gather_by_size(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) {
+  switch (input.element_size()) {
+    case 1: return gather_impl<1, Index>(pool, out, input, dim, index);
+    case 2: return gather_impl<2, Index>(pool, out, input, dim, index);
+    case 4: return gather_impl<4, Index>(pool, out, input, dim, index);
+    case 8: return gather_impl<8, Index>(pool, out, input, dim, index);
+    case 16: return gather_impl<16, Index>(pool, out, input, dim, index);
+  }
+  fail(ErrorKind::Type, "gather", "unsupported element size {}", input.element_size());
+}
+
+}  // namespace
+
+void index_select_rows(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim,
+                       const std::vector<int64_t>& rows) {
+  switch (input.element_size()) {
+    case 1: return index_select_impl<1>(pool, out, input, dim, rows);
+    case 2: return index_select_impl<2>(pool, out, input, dim, rows);
+    case 4: return index_select_impl<4>(pool, out, input, dim, rows);
+    case 8: return index_select_impl<8>(pool, out, input, dim, rows);
+    case 16: return index_select_impl<16>(pool, out, input, dim, rows);
+  }
+  fail(ErrorKind::Type, "index_select", "unsupported element size {}", input.element_size());
+}
+
+void gather(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) {
+  if (index.dtype() == DType::Int64) {
+    gather_by_size<int64_t>(pool, out, input, dim, index);
+  } else {
+    gather_by_size<int32_t>(pool, out, input, dim, index);
+  }
+}
+
+}  // namespace kiln::cpu

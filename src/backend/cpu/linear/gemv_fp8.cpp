@@ -1,0 +1,131 @@
+// One-row linear for float8_e4m3fn weights with per-row or 128x128 block scales (kernel
+// and the exact e4m3 decodes in gemv-inl.h), and the same decode into f32 panels for
+// the many-row path.
+#undef HWY_TARGET_INCLUDE
+// Also compile for AVX3_DL (AVX-512 VBMI), whose byte-table decode is ~1.4x faster than
+// plain AVX3's (see gemv-inl.h); Highway 1.0.3 builds that target only on request.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+#define HWY_TARGET_INCLUDE "backend/cpu/linear/gemv_fp8.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "backend/cpu/linear/gemv-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::cpu::HWY_NAMESPACE {
+
+using Fp8GemvFn = void (*)(ThreadPool&, const LinearWeight&, const LinearActivations&, float*);
+
+template <DType kOut>
+Fp8GemvFn Fp8GemvFor(Fp8ScaleLayout layout) {
+  return layout == Fp8ScaleLayout::Block128 ? &RunGemv<Fp8Weights, kOut, true, true>
+                                            : &RunGemv<Fp8Weights, kOut, true, false>;
+}
+
+void GemvFp8(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* x_scratch) {
+  Fp8GemvFn fn = nullptr;
+  switch (act.dtype) {
+    case DType::Float32: fn = Fp8GemvFor<DType::Float32>(w.scale_layout); break;
+    case DType::BFloat16: fn = Fp8GemvFor<DType::BFloat16>(w.scale_layout); break;
+    case DType::Float16: fn = Fp8GemvFor<DType::Float16>(w.scale_layout); break;
+    default: fail(ErrorKind::Type, "linear_fp8", "unsupported activation dtype {}", dtype_name(act.dtype));
+  }
+  fn(pool, w, act, x_scratch);
+}
+
+// For permuting decoders: per vector, the step offsets its lanes hold.
+template <class Dec>
+struct SlotSources {
+  hn::Vec<DI> index[Dec::kVecs];
+  SlotSources() {
+    const DI di;
+    const int lanes = static_cast<int>(hn::Lanes(di));
+    HWY_ALIGN int32_t buf[kMaxStep];
+    for (int s = 0; s < Dec::kVecs * lanes; ++s) buf[s] = Dec::XSource(s, lanes);
+    for (int v = 0; v < Dec::kVecs; ++v) index[v] = hn::Load(di, buf + v * lanes);
+  }
+};
+
+struct NoSlotSources {};
+
+// out[r, k] = decoded W[n0 + r, k] * scale, with the decode's 2^8 folded into the scale.
+// A template so that the branch for the other kind of decoder is discarded.
+template <class Dec>
+void DecodeRowsToF32(const LinearWeight& w, int64_t n0, int64_t rows, float* HWY_RESTRICT out) {
+  constexpr int V = Dec::kVecs;
+  const DF df;
+  const Dec dec;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t step = StepOf<Dec>(df);
+  const int64_t K = w.K;
+  const int64_t k_blocks = (K + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+  constexpr float kUndoDecode = 1.0f / Dec::kDecodedPerReal;
+  const std::conditional_t<Dec::kPermutesX, SlotSources<Dec>, NoSlotSources> sources;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  // Writes one step of decoded weights back in their natural order.
+  const auto store_step = [&](const VF* wv, const VF& scale, float* HWY_RESTRICT dst) HWY_ATTR {
+    (void)sources;
+    if constexpr (Dec::kPermutesX) {
+      for (int v = 0; v < V; ++v) hn::ScatterIndex(hn::Mul(wv[v], scale), df, dst, sources.index[v]);
+    } else {
+      for (int v = 0; v < V; ++v) hn::StoreU(hn::Mul(wv[v], scale), df, dst + v * lanes);
+    }
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = n0 + r;
+    const uint8_t* row = base + n * w.row_stride;
+    float* dst = out + r * K;
+    // A step never straddles a 128-wide block (128 is a multiple of every step).
+    const auto scale_at = [&](int64_t k) HWY_ATTR {
+      const float s = w.scale_layout == Fp8ScaleLayout::Block128
+                          ? w.scale[n / kFp8ScaleBlock * k_blocks + k / kFp8ScaleBlock]
+                          : w.scale[n];
+      return hn::Set(df, s * kUndoDecode);
+    };
+    VF wv[V];
+    int64_t k = 0;
+    for (; k + step <= K; k += step) {
+      dec.Load(row + k, wv);
+      store_step(wv, scale_at(k), dst + k);
+    }
+    if (k < K) {
+      LoadTail(dec, row + k, static_cast<size_t>(K - k), wv);
+      HWY_ALIGN float buf[kMaxStep];
+      store_step(wv, scale_at(k), buf);
+      std::memcpy(dst + k, buf, static_cast<size_t>(K - k) * sizeof(float));
+    }
+  }
+}
+
+void Fp8RowsToF32(const LinearWeight& w, int64_t n0, int64_t rows, float* HWY_RESTRICT out) {
+  DecodeRowsToF32<Fp8Weights>(w, n0, rows, out);
+}
+
+}  // namespace kiln::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::cpu {
+
+HWY_EXPORT(GemvFp8);
+HWY_EXPORT(Fp8RowsToF32);
+
+void gemv_fp8(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* x_scratch) {
+  HWY_DYNAMIC_DISPATCH(GemvFp8)(pool, w, act, x_scratch);
+}
+
+// This file is built for the most targets (AVX3_DL too), a superset of the other
+// gemv_<dtype>.cpp files'.
+int64_t gemv_simd_targets() { return HWY_TARGETS; }
+
+void fp8_rows_to_f32(const LinearWeight& w, int64_t n0, int64_t rows, float* out) {
+  HWY_DYNAMIC_DISPATCH(Fp8RowsToF32)(w, n0, rows, out);
+}
+
+}  // namespace kiln::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,183 @@
+// Many-row linear, Y[M, N] = X[M, K] W[N, K]^T (+ bias), through OpenBLAS.
+//
+// OpenBLAS runs single-threaded and kiln's pool splits the output columns (rows of W)
+// into panels, as in blas.cpp. The bias initialises C and the product is added with
+// beta = 1, so it costs no second pass over Y.
+//   float32 / float64 weights: sgemm/dgemm read W in place (as B = W^T, CblasTrans); a
+//     single row (float64 only: float32 has its own GEMV kernel) goes to gemv.
+//   bfloat16 / float16 / float8_e4m3fn weights: each task widens its panel of W rows to
+//     f32 (fp8 with the scales applied, exactly as the GEMV kernel decodes them) into a
+//     buffer sized for L2, X is widened once, sgemm accumulates in f32, and C is rounded
+//     to the activation dtype once at the end. OpenBLAS's sgemm kernels beat anything
+//     hand-written here for M >= 2, and the widening costs K per weight row per call
+//     against M*K multiply-adds.
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "backend/cpu/matmul/blas.h"
+#include "backend/cpu/cast/cast.h"
+#include "backend/cpu/linear/linear_kernels.h"
+#include "kiln/error.h"
+#include "kiln/tensor.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+// Multiply-adds a task should have at least before it is worth handing to a thread
+// (~0.1 ms of single-core float work; the same figure as blas.cpp).
+constexpr double kMinTaskWork = 1 << 20;
+// Panels are multiples of this many W rows: OpenBLAS's micro-kernels stay on full tiles.
+constexpr int64_t kPanelAlign = 16;
+// A widened f32 panel of W should stay in L2 while sgemm sweeps X over it.
+constexpr int64_t kWidePanelBytes = int64_t{256} << 10;
+// Elements per task when widening X or rounding C.
+constexpr int64_t kConvertGrain = int64_t{1} << 16;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// W rows per panel: at most `cap`, at least one aligned group, and small enough that every
+// thread gets a panel when N allows.
+int64_t panel_rows(int64_t N, int64_t cap, int threads) {
+  const int64_t per_thread = ceil_div(ceil_div(N, threads), kPanelAlign) * kPanelAlign;
+  return std::max<int64_t>(kPanelAlign, std::min(cap, per_thread));
+}
+
+int64_t panel_grain(int64_t M, int64_t K, int64_t rows) {
+  const double work = static_cast<double>(M) * static_cast<double>(K) * static_cast<double>(rows);
+  return std::max<int64_t>(1, static_cast<int64_t>(kMinTaskWork / std::max(work, 1.0)));
+}
+
+template <typename T>
+struct Blas;
+
+template <>
+struct Blas<float> {
+  static void gemm(int m, int n, int k, const float* x, int ldx, const float* w, int ldw, float beta, float* c,
+                   int ldc) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, ldx, w, ldw, beta, c, ldc);
+  }
+  static void gemv(int n, int k, const float* w, int ldw, const float* x, float beta, float* y) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, ldw, x, 1, beta, y, 1);
+  }
+};
+
+template <>
+struct Blas<double> {
+  static void gemm(int m, int n, int k, const double* x, int ldx, const double* w, int ldw, double beta, double* c,
+                   int ldc) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, x, ldx, w, ldw, beta, c, ldc);
+  }
+  static void gemv(int n, int k, const double* w, int ldw, const double* x, double beta, double* y) {
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0, w, ldw, x, 1, beta, y, 1);
+  }
+};
+
+// C[m, n0 + j] = bias[(n0 + j) * stride] for every row m; returns the beta to use.
+template <typename T>
+T init_with_bias(const T* bias, int64_t stride, T* c, int64_t ldc, int64_t M, int64_t n0, int64_t cols) {
+  if (bias == nullptr) return T(0);
+  for (int64_t m = 0; m < M; ++m) {
+    T* row = c + m * ldc + n0;
+    for (int64_t j = 0; j < cols; ++j) row[j] = bias[(n0 + j) * stride];
+  }
+  return T(1);
+}
+
+// W already has the activations' dtype (float32 or float64).
+template <typename T>
+void gemm_in_place(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act) {
+  const int64_t M = act.M, N = w.N, K = w.K;
+  const T* x = static_cast<const T*>(act.x);
+  const T* wt = static_cast<const T*>(w.data);
+  const T* bias = static_cast<const T*>(act.bias);
+  T* y = static_cast<T*>(act.y);
+  // One W row is never stepped over, so its stride is free.
+  const int64_t ldw = N == 1 ? K : w.row_stride;
+  const int64_t rows = panel_rows(N, N, pool.num_threads());
+  pool.parallel_for(ceil_div(N, rows), panel_grain(M, K, rows), [&](int64_t p0, int64_t p1) {
+    const int64_t n0 = p0 * rows, cols = std::min(N, p1 * rows) - n0;
+    const T beta = init_with_bias(bias, act.bias_stride, y, N, M, n0, cols);
+    if (M == 1) {
+      Blas<T>::gemv(static_cast<int>(cols), static_cast<int>(K), wt + n0 * ldw, static_cast<int>(ldw), x, beta, y + n0);
+    } else {
+      Blas<T>::gemm(static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), x, static_cast<int>(K),
+                    wt + n0 * ldw, static_cast<int>(ldw), beta, y + n0, static_cast<int>(N));
+    }
+  });
+}
+
+// Converts n elements between float32 and `dtype` over the pool.
+void convert_parallel(ThreadPool& pool, int64_t n, bool to_float, DType dtype, const void* src, void* dst) {
+  const size_t isz = itemsize(dtype);
+  pool.parallel_for(n, kConvertGrain, [&](int64_t i0, int64_t i1) {
+    if (to_float) {
+      to_f32(dtype, static_cast<const char*>(src) + i0 * isz, static_cast<float*>(dst) + i0, i1 - i0);
+    } else {
+      from_f32(static_cast<const float*>(src) + i0, dtype, static_cast<char*>(dst) + i0 * isz, i1 - i0);
+    }
+  });
+}
+
+// W is bfloat16, float16 or float8_e4m3fn: widened to f32 panel by panel.
+void gemm_widened(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act) {
+  const int64_t M = act.M, N = w.N, K = w.K;
+  const bool f32_io = act.dtype == DType::Float32;
+
+  Tensor x_wide, c_wide, bias_wide;
+  const float* x = static_cast<const float*>(act.x);
+  float* c = static_cast<float*>(act.y);
+  if (!f32_io) {
+    x_wide = Tensor::empty({M * K});
+    convert_parallel(pool, M * K, true, act.dtype, act.x, x_wide.data_ptr());
+    x = x_wide.data<float>();
+    c_wide = Tensor::empty({M * N});
+    c = c_wide.data<float>();
+  }
+  const float* bias = nullptr;
+  if (act.bias != nullptr) {
+    const int64_t bias_len = act.bias_stride == 0 ? 1 : N;
+    bias_wide = Tensor::empty({bias_len});
+    to_f32(act.dtype, act.bias, bias_wide.data<float>(), bias_len);
+    bias = bias_wide.data<float>();
+  }
+
+  const int64_t cap = std::max<int64_t>(kPanelAlign, kWidePanelBytes / (K * 4) / kPanelAlign * kPanelAlign);
+  const int64_t rows = panel_rows(N, cap, pool.num_threads());
+  const size_t w_isz = itemsize(w.dtype);
+  pool.parallel_for(ceil_div(N, rows), panel_grain(M, K, rows), [&](int64_t p0, int64_t p1) {
+    Tensor panel_buf = Tensor::empty({rows * K});
+    float* panel = panel_buf.data<float>();
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n0 = p * rows, cols = std::min(N, n0 + rows) - n0;
+      if (w.dtype == DType::Float8_e4m3fn) {
+        fp8_rows_to_f32(w, n0, cols, panel);
+      } else {
+        for (int64_t r = 0; r < cols; ++r) {
+          to_f32(w.dtype, static_cast<const char*>(w.data) + (n0 + r) * w.row_stride * w_isz, panel + r * K, K);
+        }
+      }
+      const float beta = init_with_bias(bias, act.bias_stride == 0 ? 0 : 1, c, N, M, n0, cols);
+      Blas<float>::gemm(static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), x, static_cast<int>(K), panel,
+                        static_cast<int>(K), beta, c + n0, static_cast<int>(N));
+    }
+  });
+  if (!f32_io) convert_parallel(pool, M * N, false, act.dtype, c, act.y);
+}
+
+}  // namespace
+
+void linear_gemm(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act) {
+  KILN_CHECK_KIND(act.M <= INT_MAX && w.N <= INT_MAX && w.K <= INT_MAX && (w.N == 1 || w.row_stride <= INT_MAX),
+                  NotImplemented, "linear",
+                  "matrices with a dimension or row stride beyond 2^31 - 1 are not supported (M={}, N={}, K={})",
+                  act.M, w.N, w.K);
+  ensure_blas_single_threaded();
+  if (w.dtype == act.dtype && act.dtype == DType::Float32) return gemm_in_place<float>(pool, w, act);
+  if (w.dtype == act.dtype && act.dtype == DType::Float64) return gemm_in_place<double>(pool, w, act);
+  gemm_widened(pool, w, act);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,119 @@
+// MoE routing (plain C++: a [T, E] problem far below a millisecond) and the host side of
+// the fused expert kernel: the slot plan, scratch and dispatch by weight dtype.
+#include "backend/cpu/moe/moe_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "backend/cpu/moe/moe_plan.h"
+#include "kiln/allocator.h"
+
+namespace kiln::cpu {
+
+MoePlan make_moe_plan(const MoeExpertsArgs& a, int64_t rows_per_group) {
+  MoePlan plan;
+  plan.tokens = a.tokens;
+  plan.top_k = a.top_k;
+  const int64_t routed = a.tokens * a.top_k;
+  const bool shared = a.shared != nullptr;
+  plan.slots = routed + (shared ? a.tokens : 0);
+  const int64_t experts = a.num_experts + 1;  // the last index is the shared expert
+  plan.expert_of_slot.resize(static_cast<size_t>(plan.slots));
+  for (int64_t s = 0; s < routed; ++s) plan.expert_of_slot[s] = a.ids[s];
+  for (int64_t s = routed; s < plan.slots; ++s) plan.expert_of_slot[s] = static_cast<int32_t>(a.num_experts);
+  // Counting sort of the slots by expert (stable: tokens stay ascending).
+  plan.slot_begin.assign(static_cast<size_t>(experts + 1), 0);
+  for (int32_t e : plan.expert_of_slot) ++plan.slot_begin[e + 1];
+  std::partial_sum(plan.slot_begin.begin(), plan.slot_begin.end(), plan.slot_begin.begin());
+  plan.slot_list.resize(static_cast<size_t>(plan.slots));
+  std::vector<int64_t> fill(plan.slot_begin.begin(), plan.slot_begin.end() - 1);
+  for (int64_t s = 0; s < plan.slots; ++s) plan.slot_list[fill[plan.expert_of_slot[s]]++] = static_cast<int32_t>(s);
+  plan.group_begin.push_back(0);
+  for (int64_t e = 0; e < experts; ++e) {
+    if (plan.slot_begin[e + 1] == plan.slot_begin[e]) continue;
+    const int64_t inter = e < a.num_experts ? a.experts[e].inter : a.shared->inter;
+    if (inter == 0) continue;  // contributes exactly zero
+    plan.active.push_back(e);
+    plan.max_inter = std::max(plan.max_inter, inter);
+    plan.group_begin.push_back(plan.group_begin.back() + (inter + rows_per_group - 1) / rows_per_group);
+  }
+  return plan;
+}
+
+MoeScratch::MoeScratch(int64_t floats) : bytes_(static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float)) {
+  data_ = static_cast<float*>(allocate_bytes(bytes_));
+}
+
+MoeScratch::~MoeScratch() { free_bytes(data_, bytes_); }
+
+void moe_experts(ThreadPool& pool, const MoeExpertsArgs& args) {
+  // 4 rows per group: gemv-inl.h's kRowsPerPass, the unit DotRows works in.
+  const MoePlan plan = make_moe_plan(args, 4);
+  if (args.weight_dtype == DType::Float8_e4m3fn) {
+    moe_experts_fp8(pool, args, plan);
+  } else {
+    moe_experts_wide(pool, args, plan);
+  }
+}
+
+namespace {
+
+// Token t's k choices: the k largest selection values, NaN first (as torch.topk ranks
+// NaN above every number), ties to the lower expert id.
+void route_token(const MoeRouteArgs& a, const float* logits, float* scores, float* select, int32_t* order,
+                 float* weights, int32_t* ids) {
+  const int64_t E = a.experts;
+  if (a.sigmoid) {
+    for (int64_t e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+  } else {
+    float max = -INFINITY;
+    bool nan = false;
+    for (int64_t e = 0; e < E; ++e) {
+      nan |= std::isnan(logits[e]);
+      max = std::max(max, logits[e]);
+    }
+    double sum = 0.0;
+    for (int64_t e = 0; e < E; ++e) {
+      scores[e] = std::exp(logits[e] - max);
+      sum += scores[e];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t e = 0; e < E; ++e) scores[e] = nan ? NAN : scores[e] * inv;
+  }
+  for (int64_t e = 0; e < E; ++e) select[e] = scores[e] + (a.selection_bias != nullptr ? a.selection_bias[e] : 0.0f);
+  std::iota(order, order + E, 0);
+  std::partial_sort(order, order + a.top_k, order + E, [&](int32_t x, int32_t y) {
+    const bool nx = std::isnan(select[x]), ny = std::isnan(select[y]);
+    if (nx != ny) return nx;
+    if (!nx && select[x] != select[y]) return select[x] > select[y];
+    return x < y;
+  });
+  float sum = 0.0f;
+  for (int64_t j = 0; j < a.top_k; ++j) {
+    ids[j] = order[j];
+    weights[j] = scores[order[j]];
+    sum += weights[j];
+  }
+  const float norm = a.renormalize ? static_cast<float>(sum + a.renorm_eps) : 1.0f;
+  for (int64_t j = 0; j < a.top_k; ++j) {
+    if (a.renormalize) weights[j] /= norm;
+    weights[j] = static_cast<float>(weights[j] * a.scaling);
+  }
+}
+
+}  // namespace
+
+void moe_route(ThreadPool& pool, const MoeRouteArgs& a) {
+  const int64_t E = a.experts;
+  pool.parallel_for(a.tokens, std::max<int64_t>(1, 32768 / E), [&](int64_t t0, int64_t t1) {
+    std::vector<float> scores(static_cast<size_t>(E)), select(static_cast<size_t>(E));
+    std::vector<int32_t> order(static_cast<size_t>(E));
+    for (int64_t t = t0; t < t1; ++t) {
+      route_token(a, a.logits + t * E, scores.data(), select.data(), order.data(), a.weights + t * a.top_k,
+                  a.ids + t * a.top_k);
+    }
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,79 @@
+// ExecutionContext, the thread's current context, and the default generator.
+#include "kiln/context.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+#include "core/default_pool.h"
+#include "kiln/error.h"
+#include "kiln/generator.h"
+
+namespace kiln {
+namespace {
+
+thread_local const ExecutionContext* t_current = nullptr;
+
+// One thread's scratch slots: 64-byte aligned blocks, grown geometrically.
+struct ScratchSlots {
+  struct Block {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  Block blocks[ExecutionContext::kScratchSlots];
+  ~ScratchSlots() {
+    for (Block& b : blocks) std::free(b.data);
+  }
+};
+
+thread_local ScratchSlots t_scratch;
+
+}  // namespace
+
+ExecutionContext::ExecutionContext(std::shared_ptr<ThreadPool> pool, Generator* generator)
+    : pool_(std::move(pool)), generator_(generator) {
+  KILN_CHECK(pool_ != nullptr, "ExecutionContext", "a context needs a thread pool, got none");
+}
+
+Generator& ExecutionContext::generator() const { return generator_ != nullptr ? *generator_ : default_generator(); }
+
+void* ExecutionContext::scratch(int slot, size_t bytes) const {
+  KILN_CHECK(slot >= 0 && slot < kScratchSlots, "ExecutionContext::scratch", "slot must be in [0, {}), got {}",
+             kScratchSlots, slot);
+  ScratchSlots::Block& b = t_scratch.blocks[slot];
+  if (b.bytes < bytes || b.data == nullptr) {
+    size_t want = std::max<size_t>({bytes, 2 * b.bytes, 4096});
+    want = (want + 63) / 64 * 64;
+    void* fresh = std::aligned_alloc(64, want);
+    if (fresh == nullptr) throw std::bad_alloc();
+    std::free(b.data);
+    b.data = fresh;
+    b.bytes = want;
+  }
+  return b.data;
+}
+
+ExecutionContext current_context() {
+  if (t_current != nullptr) return *t_current;
+  return ExecutionContext(default_pool_shared());
+}
+
+ContextScope::ContextScope(ExecutionContext context) : context_(std::move(context)), previous_(t_current) {
+  t_current = &context_;
+}
+
+ContextScope::~ContextScope() { t_current = previous_; }
+
+ThreadsScope::ThreadsScope(int num_threads)
+    : scope_(ExecutionContext(std::make_shared<ThreadPool>(num_threads), &current_context().generator())) {}
+
+int get_num_threads() { return current_context().num_threads(); }
+
+Generator& default_generator() {
+  static Generator g(0);
+  return g;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+}  // namespace kiln
