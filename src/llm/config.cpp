@@ -208,7 +208,7 @@ void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
   c.norm_eps = r.positive_number("rms_norm_eps");
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
   c.norm_topk_prob = r.boolean("norm_topk_prob", false);
-  c.scoring = RouterScoring::Softmax;
+  c.scoring = MoeScoring::Softmax;
   c.mixers.assign(c.num_layers, MixerKind::Attention);
 
   // Layer i is MoE iff i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
@@ -243,7 +243,7 @@ void parse_lfm2_moe(const Reader& r, ModelConfig& c) {
   c.norm_topk_prob = r.boolean("norm_topk_prob", true);
   c.use_expert_bias = r.boolean("use_expert_bias", true);
   c.routed_scaling_factor = r.has("routed_scaling_factor") ? r.positive_number("routed_scaling_factor") : 1.0;
-  c.scoring = RouterScoring::Sigmoid;
+  c.scoring = MoeScoring::Sigmoid;
   c.conv_kernel = r.positive("conv_L_cache");
 
   const json& types = r.at("layer_types");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "kiln/ops/moe.h"  // MoeScoring: the op's enum is the one name for router scoring
 
 namespace kiln::llm {
 
@@ -16,9 +17,6 @@ enum class Arch { Qwen3Moe, Lfm2Moe };
 
 // Token mixer of one decoder layer.
 enum class MixerKind { Attention, ShortConv };
-
-// How router logits become expert scores.
-enum class RouterScoring { Softmax, Sigmoid };
 
 // Sampling defaults a checkpoint ships in generation_config.json (absent keys stay unset).
 struct GenerationDefaults {
@@ -52,7 +50,7 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;  // expert width
   int64_t num_experts = 0;
   int64_t num_experts_per_tok = 0;
-  RouterScoring scoring = RouterScoring::Softmax;
+  MoeScoring scoring = MoeScoring::Softmax;  // how router logits become expert scores
   bool norm_topk_prob = false;
   bool use_expert_bias = false;  // LFM2: selection-only bias
   double routed_scaling_factor = 1.0;

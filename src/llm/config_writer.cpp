@@ -54,7 +54,7 @@ json fp8_quantization(const ModelConfig& c) {
 
 json qwen3_moe_json(const ModelConfig& c) {
   if (std::any_of(c.mixers.begin(), c.mixers.end(), [](MixerKind m) { return m != MixerKind::Attention; }) ||
-      c.scoring != RouterScoring::Softmax || c.use_expert_bias || c.routed_scaling_factor != 1.0) {
+      c.scoring != MoeScoring::Softmax || c.use_expert_bias || c.routed_scaling_factor != 1.0) {
     fail(ErrorKind::Value, kOp, "qwen3_moe has attention in every layer, softmax routing, no expert bias and no "
          "routed scaling");
   }
@@ -102,7 +102,7 @@ json qwen3_moe_json(const ModelConfig& c) {
 json lfm2_moe_json(const ModelConfig& c) {
   const int64_t dense_layers = std::find(c.moe_layers.begin(), c.moe_layers.end(), true) - c.moe_layers.begin();
   if (std::find(c.moe_layers.begin() + dense_layers, c.moe_layers.end(), false) != c.moe_layers.end() ||
-      c.scoring != RouterScoring::Sigmoid || c.head_dim * c.num_heads != c.hidden_size) {
+      c.scoring != MoeScoring::Sigmoid || c.head_dim * c.num_heads != c.hidden_size) {
     fail(ErrorKind::Value, kOp, "lfm2_moe has its dense layers first, sigmoid routing and head_dim = hidden_size / "
          "num_attention_heads");
   }

@@ -18,7 +18,7 @@ ModelConfig qwen3_moe_base() {
   c.norm_eps = 1e-6;
   c.rope_theta = 1'000'000.0;
   c.tie_word_embeddings = false;
-  c.scoring = RouterScoring::Softmax;
+  c.scoring = MoeScoring::Softmax;
   c.norm_topk_prob = true;
   c.dtype = DType::BFloat16;
   return c;
@@ -31,7 +31,7 @@ ModelConfig lfm2_moe_base() {
   c.norm_eps = 1e-5;
   c.rope_theta = 1'000'000.0;
   c.tie_word_embeddings = true;
-  c.scoring = RouterScoring::Sigmoid;
+  c.scoring = MoeScoring::Sigmoid;
   c.norm_topk_prob = true;
   c.use_expert_bias = true;
   c.routed_scaling_factor = 1.0;

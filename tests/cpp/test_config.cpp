@@ -108,7 +108,7 @@ TEST(Config, ParsesQwen3_30B_A3B) {
   EXPECT_EQ(c.moe_intermediate_size, 768);
   EXPECT_EQ(c.num_experts, 128);
   EXPECT_EQ(c.num_experts_per_tok, 8);
-  EXPECT_EQ(c.scoring, RouterScoring::Softmax);
+  EXPECT_EQ(c.scoring, MoeScoring::Softmax);
   EXPECT_TRUE(c.norm_topk_prob);
   EXPECT_FALSE(c.use_expert_bias);
   EXPECT_EQ(c.routed_scaling_factor, 1.0);
@@ -148,7 +148,7 @@ TEST(Config, ParsesLfm2_8B_A1B) {
   EXPECT_EQ(c.moe_intermediate_size, 1792);
   EXPECT_EQ(c.num_experts, 32);
   EXPECT_EQ(c.num_experts_per_tok, 4);
-  EXPECT_EQ(c.scoring, RouterScoring::Sigmoid);
+  EXPECT_EQ(c.scoring, MoeScoring::Sigmoid);
   EXPECT_TRUE(c.norm_topk_prob);
   EXPECT_TRUE(c.use_expert_bias);
   EXPECT_EQ(c.routed_scaling_factor, 1.0);

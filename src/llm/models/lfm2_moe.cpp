@@ -51,7 +51,7 @@ DecoderWeights load_lfm2_moe(const ModelConfig& c, WeightLoader& loader) {
       moe.experts = loader.experts({f + "experts", "w1", "w3", "w2"}, c.num_experts, c.moe_intermediate_size, hidden);
       if (c.use_expert_bias) moe.selection_bias = loader.small(f + "expert_bias", {c.num_experts});
       moe.top_k = c.num_experts_per_tok;
-      moe.scoring = MoeScoring::Sigmoid;
+      moe.scoring = c.scoring;
       moe.renormalize = c.norm_topk_prob;
       moe.renorm_eps = kLfm2RenormEps;
       moe.routed_scaling_factor = c.routed_scaling_factor;

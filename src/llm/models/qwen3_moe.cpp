@@ -24,7 +24,7 @@ DecoderWeights load_qwen3_moe(const ModelConfig& c, WeightLoader& loader) {
       moe.experts = loader.experts({p + "mlp.experts", "gate_proj", "up_proj", "down_proj"}, c.num_experts,
                                    c.moe_intermediate_size, hidden);
       moe.top_k = c.num_experts_per_tok;
-      moe.scoring = MoeScoring::Softmax;
+      moe.scoring = c.scoring;
       moe.renormalize = c.norm_topk_prob;
       moe.renorm_eps = 0.0;  // Qwen divides by the plain sum (§1.2)
       moe.routed_scaling_factor = 1.0;
