@@ -89,8 +89,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   // model and nothing else.
   empty_cache();
 
-  const DType cache_dtype =
-      options.cache_dtype.value_or(loader.any_bf16_or_fp8_linear() ? DType::BFloat16 : DType::Float32);
+  const std::set<LinearFormat>& formats = loader.linear_formats();
+  const bool narrow_weights =
+      std::any_of(formats.begin(), formats.end(), [](const LinearFormat& f) { return f.narrow(); });
+  const DType cache_dtype = options.cache_dtype.value_or(narrow_weights ? DType::BFloat16 : DType::Float32);
   KvCache cache(config.mixers, config.num_kv_heads, config.head_dim, config.conv_kernel, config.hidden_size, capacity,
                 cache_dtype);
 

@@ -19,9 +19,24 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
+LinearFormat LinearFormat::of(const Tensor& weight, const std::optional<Tensor>& scale) {
+  if (!scale) return {weight.dtype(), Scales::None};
+  return {weight.dtype(), scale->dim() == weight.dim() ? Scales::Block128 : Scales::PerRow};
+}
+
+std::string LinearFormat::name() const {
+  std::string out(dtype_name(dtype));
+  if (scales == Scales::Block128) out += " (128x128 block scales)";
+  if (scales == Scales::PerRow) out += " (row scales)";
+  return out;
+}
+
+Linear::Linear(Tensor weight_, std::optional<Tensor> scale_)
+    : weight(std::move(weight_)), scale(std::move(scale_)), format(LinearFormat::of(weight, scale)) {}
+
 Tensor Linear::operator()(const Tensor& x) const {
-  if (scale) return linear_fp8(x, weight, *scale);
-  return linear(x.to(weight.dtype()), weight);
+  if (format.scales != LinearFormat::Scales::None) return linear_fp8(x, weight, *scale);
+  return linear(x.to(format.dtype), weight);
 }
 
 int64_t Linear::bytes() const {
@@ -30,8 +45,18 @@ int64_t Linear::bytes() const {
 
 WeightLoader::WeightLoader(const Checkpoint& checkpoint, WeightFormat format,
                            std::function<void(std::string_view, int64_t, int64_t)> progress)
-    : checkpoint_(checkpoint), format_(format), progress_(std::move(progress)) {
+    : checkpoint_(checkpoint), plan_(plan_for(format)), progress_(std::move(progress)) {
   total_tensors_ = static_cast<int64_t>(checkpoint_.names().size());
+}
+
+WeightLoader::Plan WeightLoader::plan_for(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::AsStored: return {};
+    case WeightFormat::Float32: return {DType::Float32, false, true};
+    case WeightFormat::BFloat16: return {DType::BFloat16, false, true};
+    case WeightFormat::Fp8: return {std::nullopt, true, true};
+  }
+  fail(ErrorKind::Value, kOp, "unknown weight format");
 }
 
 void WeightLoader::step() {
@@ -60,19 +85,16 @@ Tensor WeightLoader::small(const std::string& name, const Shape& shape) {
 
 Tensor WeightLoader::embedding(const std::string& name, int64_t vocab, int64_t hidden) {
   Tensor t = checked_float(name, {vocab, hidden});
-  if (format_ == WeightFormat::Float32 || format_ == WeightFormat::BFloat16) {
-    const DType target = format_ == WeightFormat::Float32 ? DType::Float32 : DType::BFloat16;
-    if (t.dtype() != target) {
-      t = t.to(target);
-      checkpoint_.release(name);
-    }
+  if (plan_.cast_to && t.dtype() != *plan_.cast_to) {
+    t = t.to(*plan_.cast_to);
+    checkpoint_.release(name);
   }
   parameter_count_ += t.numel();
   resident_bytes_ += static_cast<int64_t>(t.nbytes());
   return t;
 }
 
-WeightLoader::Loaded WeightLoader::quantize(const Tensor& weight, int64_t matrix_rows) {
+Linear WeightLoader::quantize(const Tensor& weight, int64_t matrix_rows) {
   // Rows are the output features of every matrix ([E, N, K] flattens to [E*N, K]).
   const int64_t k = weight.size(-1);
   const Fp8RowwiseQuantization q = quantize_fp8_rowwise_with_error(weight.reshape({-1, k}));
@@ -96,12 +118,12 @@ WeightLoader::Loaded WeightLoader::quantize(const Tensor& weight, int64_t matrix
   return {q.weight.view(weight.sizes()), q.scale.view(scale_shape)};
 }
 
-WeightLoader::Loaded WeightLoader::convert_fp8(const std::string& name, const Tensor& weight, const Tensor& scale) {
-  if (format_ == WeightFormat::AsStored || format_ == WeightFormat::Fp8) {
+Linear WeightLoader::convert_fp8(const std::string& name, const Tensor& weight, const Tensor& scale) {
+  if (!plan_.cast_to) {  // as stored, also for Fp8: these keep their block scales
     checkpoint_.prefault(name);
     return {weight, scale};
   }
-  const DType target = format_ == WeightFormat::Float32 ? DType::Float32 : DType::BFloat16;
+  const DType target = *plan_.cast_to;
   Tensor out;
   if (weight.dim() == 2) {
     out = dequantize_fp8(weight, scale, target);
@@ -116,34 +138,28 @@ WeightLoader::Loaded WeightLoader::convert_fp8(const std::string& name, const Te
   return {out, std::nullopt};
 }
 
-WeightLoader::Loaded WeightLoader::convert_float(const std::string& name, const Tensor& weight, LinearRole role,
+Linear WeightLoader::convert_float(const std::string& name, const Tensor& weight, LinearRole role,
                                                  int64_t matrix_rows) {
-  switch (format_) {
-    case WeightFormat::AsStored:
+  if (plan_.cast_to) {
+    if (weight.dtype() == *plan_.cast_to) {
       checkpoint_.prefault(name);
       return {weight, std::nullopt};
-    case WeightFormat::Fp8: {
-      if (role == LinearRole::Router) return {weight, std::nullopt};
-      Loaded q = quantize(weight, matrix_rows);
-      checkpoint_.release(name);
-      return q;
     }
-    case WeightFormat::Float32:
-    case WeightFormat::BFloat16: {
-      const DType target = format_ == WeightFormat::Float32 ? DType::Float32 : DType::BFloat16;
-      if (weight.dtype() == target) {
-        checkpoint_.prefault(name);
-        return {weight, std::nullopt};
-      }
-      Tensor cast = weight.to(target);
-      checkpoint_.release(name);
-      return {cast, std::nullopt};
-    }
+    Tensor cast = weight.to(*plan_.cast_to);
+    checkpoint_.release(name);
+    return {cast, std::nullopt};
   }
-  fail(ErrorKind::Value, kOp, "unknown weight format");
+  if (!plan_.quantize_fp8) {
+    checkpoint_.prefault(name);
+    return {weight, std::nullopt};
+  }
+  if (role == LinearRole::Router) return {weight, std::nullopt};
+  Linear q = quantize(weight, matrix_rows);
+  checkpoint_.release(name);
+  return q;
 }
 
-WeightLoader::Loaded WeightLoader::load_matrix(const std::string& name, const Shape& shape, LinearRole role,
+Linear WeightLoader::load_matrix(const std::string& name, const Shape& shape, LinearRole role,
                                                int64_t matrix_rows) {
   const TensorEntry& entry = checkpoint_.entry(name);
   if (entry.dtype != DType::Float8_e4m3fn) return convert_float(name, checked_float(name, shape), role, matrix_rows);
@@ -161,32 +177,30 @@ WeightLoader::Loaded WeightLoader::load_matrix(const std::string& name, const Sh
   return convert_fp8(name, weight, scale);
 }
 
-void WeightLoader::note_linear(const Loaded& loaded, bool count_parameters) {
+void WeightLoader::note_linear(const Linear& loaded, bool count_parameters) {
   if (count_parameters) parameter_count_ += loaded.weight.numel();
   resident_bytes_ += static_cast<int64_t>(loaded.weight.nbytes() + (loaded.scale ? loaded.scale->nbytes() : 0));
-  std::string kind(dtype_name(loaded.weight.dtype()));
-  if (loaded.scale) kind += loaded.scale->dim() == loaded.weight.dim() ? " (128x128 block scales)" : " (row scales)";
-  linear_dtypes_.insert(kind);
+  linear_formats_.insert(loaded.format);
 }
 
 Linear WeightLoader::linear(const std::string& name, int64_t out_features, int64_t in_features, LinearRole role) {
-  Loaded loaded = load_matrix(name, {out_features, in_features}, role);
+  Linear loaded = load_matrix(name, {out_features, in_features}, role);
   note_linear(loaded);
-  return Linear{loaded.weight, loaded.scale};
+  return loaded;
 }
 
 Linear WeightLoader::tied_lm_head(const Tensor& embedding) {
-  if (format_ != WeightFormat::Fp8) return Linear{embedding, std::nullopt};
-  Loaded q = quantize(embedding, 0);
+  if (!plan_.quantize_fp8) return Linear{embedding, std::nullopt};
+  Linear q = quantize(embedding, 0);
   note_linear(q, /*count_parameters=*/false);
-  return Linear{q.weight, q.scale};
+  return q;
 }
 
 MoeExperts WeightLoader::experts(const ExpertNames& names, int64_t num_experts, int64_t width, int64_t hidden) {
   const std::string fused_gate_up = names.prefix + ".gate_up_proj";
   if (checkpoint_.has(fused_gate_up)) {
-    Loaded gate_up = load_matrix(fused_gate_up, {num_experts, 2 * width, hidden}, LinearRole::Projection, width);
-    Loaded down = load_matrix(names.prefix + ".down_proj", {num_experts, hidden, width}, LinearRole::Projection);
+    Linear gate_up = load_matrix(fused_gate_up, {num_experts, 2 * width, hidden}, LinearRole::Projection, width);
+    Linear down = load_matrix(names.prefix + ".down_proj", {num_experts, hidden, width}, LinearRole::Projection);
     note_linear(gate_up);
     note_linear(down);
     return MoeExperts::from_fused(gate_up.weight, down.weight, gate_up.scale, down.scale);
@@ -204,7 +218,7 @@ MoeExperts WeightLoader::experts(const ExpertNames& names, int64_t num_experts, 
       weights.push_back(l.weight);
       if (l.scale) scales.push_back(*l.scale);
     }
-    if (format_ != WeightFormat::AsStored) {
+    if (plan_.copies) {
       // Converted matrices are separate allocations of a megabyte or two, each in 4 KiB
       // pages; decode streams them, and on these (virtual) machines a TLB miss per page
       // costs about half the bandwidth. One [E, rows, cols] tensor is one large
@@ -230,15 +244,11 @@ MoeExperts WeightLoader::experts(const ExpertNames& names, int64_t num_experts, 
 }
 
 std::string WeightLoader::linear_dtypes() const {
+  std::set<std::string> names;  // listed by name, whatever the order of the formats
+  for (const LinearFormat& format : linear_formats_) names.insert(format.name());
   std::string out;
-  for (const std::string& kind : linear_dtypes_) out += (out.empty() ? "" : " + ") + kind;
+  for (const std::string& name : names) out += (out.empty() ? "" : " + ") + name;
   return out;
-}
-
-bool WeightLoader::any_bf16_or_fp8_linear() const {
-  return std::any_of(linear_dtypes_.begin(), linear_dtypes_.end(), [](const std::string& kind) {
-    return kind.rfind("bfloat16", 0) == 0 || kind.rfind("float8", 0) == 0;
-  });
 }
 
 std::optional<Fp8QuantizationReport> WeightLoader::fp8_report() const {

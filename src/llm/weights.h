@@ -11,6 +11,7 @@
 // converted to float32). An FP8 tensor without its scale is an error.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -25,16 +26,40 @@
 
 namespace kiln::llm {
 
+// How a linear weight is held, decided once when the loader builds it (from the
+// requested WeightFormat and what the checkpoint stores). The forward pass, the model's
+// report and the KV cache default ask this; none of them looks at the options again.
+struct LinearFormat {
+  enum class Scales { None, PerRow, Block128 };
+  DType dtype = DType::Float32;  // the weight as held
+  Scales scales = Scales::None;  // float8_e4m3fn weights carry float32 scales
+
+  // The format of `weight` with `scale` as loaded ([N] or [E, N] per row, else blocks).
+  static LinearFormat of(const Tensor& weight, const std::optional<Tensor>& scale);
+  // The activation dtype the weight takes without a conversion: its own, or float32 for
+  // FP8 (weight-only FP8 takes the activations as they are).
+  DType input_dtype() const { return scales == Scales::None ? dtype : DType::Float32; }
+  // bfloat16 or FP8: decode is bandwidth-bound enough that a bfloat16 KV cache is the default.
+  bool narrow() const { return dtype == DType::BFloat16 || is_fp8(dtype); }
+  // "bfloat16", "float8_e4m3fn (128x128 block scales)", "float8_e4m3fn (row scales)"
+  std::string name() const;
+  auto operator<=>(const LinearFormat&) const = default;
+};
+
 // y = x W^T for a weight [N, K]: float32/bfloat16/float16 (x is rounded to the weight's
 // dtype first: the linear op takes one dtype), or float8_e4m3fn with float32 scales
 // per row [N] or per 128x128 block (weight-only FP8; x is used as it is).
 struct Linear {
   Tensor weight;
   std::optional<Tensor> scale;
+  LinearFormat format;
+
+  Linear() = default;
+  Linear(Tensor weight, std::optional<Tensor> scale);
 
   // The activation dtype the weight takes without a conversion (callers feeding one
   // input to several projections convert it once).
-  DType input_dtype() const { return scale ? DType::Float32 : weight.dtype(); }
+  DType input_dtype() const { return format.input_dtype(); }
   // x [..., K] of any float dtype -> [..., N] in the weight's dtype, or for FP8 in x's
   // dtype (float32 after input_dtype()). Callers widen where they need float32.
   Tensor operator()(const Tensor& x) const;
@@ -72,36 +97,40 @@ class WeightLoader {
   bool has(const std::string& name) const { return checkpoint_.has(name); }
   int64_t parameter_count() const { return parameter_count_; }
   int64_t resident_bytes() const { return resident_bytes_; }
+  // Every format a linear or expert weight was loaded in.
+  const std::set<LinearFormat>& linear_formats() const { return linear_formats_; }
   // "bfloat16", "float8_e4m3fn (128x128 block scales) + float8_e4m3fn (row scales)", ...
   std::string linear_dtypes() const;
-  bool any_bf16_or_fp8_linear() const;
   std::optional<Fp8QuantizationReport> fp8_report() const;
   void finish();  // reports the last progress step
 
  private:
-  struct Loaded {
-    Tensor weight;
-    std::optional<Tensor> scale;
+  // What the requested WeightFormat does to each tensor, resolved once from the format.
+  struct Plan {
+    std::optional<DType> cast_to;  // Float32, BFloat16: every weight cast, FP8 dequantised
+    bool quantize_fp8 = false;     // Fp8: float linears (not routers) quantised per row
+    bool copies = false;           // anything but AsStored: weights are copies, not mapped views
   };
+  static Plan plan_for(WeightFormat format);
   // Reads `name` of `shape` ([N, K] or [E, N, K]) and converts it for `role`. The
   // quantisation report counts one matrix per `matrix_rows` rows (fused gate_up: I, so
   // gate and up count apart as they do in the per-expert layout); 0 = N.
-  Loaded load_matrix(const std::string& name, const Shape& shape, LinearRole role, int64_t matrix_rows = 0);
-  Loaded convert_fp8(const std::string& name, const Tensor& weight, const Tensor& scale);
-  Loaded convert_float(const std::string& name, const Tensor& weight, LinearRole role, int64_t matrix_rows);
-  Loaded quantize(const Tensor& weight, int64_t matrix_rows);
+  Linear load_matrix(const std::string& name, const Shape& shape, LinearRole role, int64_t matrix_rows = 0);
+  Linear convert_fp8(const std::string& name, const Tensor& weight, const Tensor& scale);
+  Linear convert_float(const std::string& name, const Tensor& weight, LinearRole role, int64_t matrix_rows);
+  Linear quantize(const Tensor& weight, int64_t matrix_rows);
   Tensor checked_float(const std::string& name, const Shape& shape);
-  void note_linear(const Loaded& loaded, bool count_parameters = true);
+  void note_linear(const Linear& loaded, bool count_parameters = true);
   void step();
 
   const Checkpoint& checkpoint_;
-  WeightFormat format_;
+  Plan plan_;
   std::function<void(std::string_view, int64_t, int64_t)> progress_;
   int64_t total_tensors_ = 0;
   int64_t done_tensors_ = 0;
   int64_t parameter_count_ = 0;
   int64_t resident_bytes_ = 0;
-  std::set<std::string> linear_dtypes_;
+  std::set<LinearFormat> linear_formats_;
   int64_t quantized_tensors_ = 0;
   double max_quant_error_ = 0.0;
   double sum_sq_quant_error_ = 0.0;
