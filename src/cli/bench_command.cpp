@@ -7,8 +7,8 @@
 
 #include "cli/bench/harness.h"
 #include "cli/commands.h"
+#include "kiln/context.h"
 #include "kiln/runtime.h"
-#include "kiln/thread_pool.h"
 
 namespace kiln::cli {
 
@@ -19,7 +19,9 @@ void register_bench_command(CLI::App& app, CommandList& commands) {
   cmd->add_option("--filter", *filter, "Run only suites whose name contains this text");
   cmd->add_flag("--quick", *quick, "Fewer shapes and shorter timing");
   commands.push_back({cmd, [filter, quick] {
-                        ThreadPool& pool = default_thread_pool();
+                        // Held for the whole run, so the suites and both probes share one pool.
+                        const ExecutionContext context = current_context();
+                        ThreadPool& pool = context.pool();
                         size_t probe_bytes = *quick ? size_t{64} << 20 : 0;
                         BandwidthResult before = measure_memory_bandwidth(pool, probe_bytes, *quick ? 3 : 7);
                         bench::Table table(before.read_gbps_all);

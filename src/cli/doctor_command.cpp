@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "kiln/context.h"
 #include "kiln/runtime.h"
-#include "kiln/thread_pool.h"
 
 namespace kiln::cli {
 
@@ -17,7 +17,8 @@ void register_doctor_command(CLI::App& app, CommandList& commands) {
   auto as_json = std::make_shared<bool>(false);
   doctor->add_flag("--json", *as_json, "Print the same facts as JSON");
   commands.push_back({doctor, [as_json] {
-                        const DoctorReport report = collect_doctor_report(default_thread_pool());
+                        const ExecutionContext context = current_context();  // holds its pool while probing
+                        const DoctorReport report = collect_doctor_report(context.pool());
                         if (*as_json) {
                           fmt::print("{}\n", doctor_report_json(report));
                         } else {

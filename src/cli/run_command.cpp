@@ -9,14 +9,16 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
 #include "kiln/allocator.h"
+#include "kiln/context.h"
+#include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "kiln/llm.h"
 #include "kiln/runtime.h"
-#include "kiln/thread_pool.h"
 
 namespace kiln::cli {
 
@@ -62,15 +64,24 @@ void show_progress(std::string_view stage, int64_t done, int64_t total) {
   std::fflush(stderr);
 }
 
+// --cache-dtype through kiln's dtype table, so every name and alias it knows for float32
+// and bfloat16 works ("float32", "float", "f32", "bfloat16", "bf16").
+DType parse_cache_dtype(const std::string& name) {
+  std::optional<DType> dtype;
+  try {
+    dtype = dtype_from_name(name);
+  } catch (const Error&) {
+    // Not a dtype at all: the error below lists what is accepted here.
+  }
+  KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16, Value, "kiln run",
+                  "--cache-dtype must be f32 or bf16 (float32, float, f32, bfloat16 or bf16), got '{}'", name);
+  return *dtype;
+}
+
 int run(const RunOptions& o) {
   llm::LoadOptions load;
   load.weights = llm::weight_format_from_name(o.dtype);
-  if (!o.cache_dtype.empty()) {
-    KILN_CHECK_KIND(o.cache_dtype == "f32" || o.cache_dtype == "float32" || o.cache_dtype == "bf16" ||
-                        o.cache_dtype == "bfloat16",
-                    Value, "kiln run", "--cache-dtype must be f32 or bf16, got '{}'", o.cache_dtype);
-    load.cache_dtype = o.cache_dtype.find('3') != std::string::npos ? DType::Float32 : DType::BFloat16;
-  }
+  if (!o.cache_dtype.empty()) load.cache_dtype = parse_cache_dtype(o.cache_dtype);
   load.max_context = o.max_context;
   load.progress = show_progress;
   const std::unique_ptr<llm::Model> model = llm::Model::load(o.model_dir, load);
@@ -111,7 +122,8 @@ int run(const RunOptions& o) {
                decode_steps, r.decode_seconds, decode_steps / r.decode_seconds, gbps);
     if (!o.no_probe) {
       // Probed after generation so it cannot slow the first token; same process, same hour.
-      const BandwidthResult roof = measure_memory_bandwidth(default_thread_pool(), 0, 3);
+      const ExecutionContext context = current_context();  // holds its pool for the probe
+      const BandwidthResult roof = measure_memory_bandwidth(context.pool(), 0, 3);
       fmt::print(stderr, "roofline: {:.1f} GB/s read ({} threads): decode runs at {:.2f} of it\n", roof.read_gbps_all,
                  roof.threads, roof.read_gbps_all > 0 ? gbps / roof.read_gbps_all : 0.0);
     }
