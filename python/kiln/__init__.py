@@ -70,4 +70,15 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
+def threads(n):
+    """A ``with`` block in which the ops this thread runs use a pool of ``n`` threads.
+
+    ``with kiln.threads(4): logits = model.forward(ids)``. Other threads keep their own
+    count, and this one gets its previous count back when the block ends
+    (``kiln.get_num_threads()`` says which applies). Blocks nest; each must be exited on
+    the thread that entered it.
+    """
+    return _kiln._ThreadsBlock(n)
+
+
 from . import llm, nn  # noqa: E402,F401

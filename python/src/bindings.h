@@ -17,6 +17,7 @@ void bind_dtypes(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_creation(py::module_& m);
 void bind_runtime(py::module_& m);
+void bind_threads(py::module_& m);  // called by bind_runtime
 void bind_ops(py::module_& m);
 void bind_llm(py::module_& m);
 

@@ -1,16 +1,21 @@
-// Threads, allocator statistics and the doctor report.
+// Threads (the calling thread's execution context), allocator statistics and the
+// doctor report.
 #include <pybind11/stl.h>
 
 #include "bindings.h"
 #include "kiln/allocator.h"
+#include "kiln/context.h"
 #include "kiln/runtime.h"
 #include "kiln/thread_pool.h"
 
 namespace kiln::python {
 
 void bind_runtime(py::module_& m) {
-  m.def("set_num_threads", &set_num_threads, py::arg("n"));
-  m.def("get_num_threads", [] { return default_thread_pool().num_threads(); });
+  // Without the GIL: replacing the pool starts and joins threads, and needs no Python.
+  m.def("set_num_threads", &set_num_threads, py::arg("n"), py::call_guard<py::gil_scoped_release>());
+  // The calling thread's count: inside `with kiln.threads(n):` that is n.
+  m.def("get_num_threads", [] { return get_num_threads(); });
+  bind_threads(m);
   m.def("memory_stats", [] {
     AllocatorStats s = allocator_stats();
     py::dict d;
@@ -27,7 +32,11 @@ void bind_runtime(py::module_& m) {
   m.def("memory_reserved", [] { return allocator_stats().reserved_bytes; });
   m.def("reset_peak_memory_stats", &reset_peak_memory_stats);
   m.def("empty_cache", &empty_cache);
-  m.def("doctor", [] { return doctor_report(default_thread_pool()); },
+  m.def("doctor", [] {
+        const ExecutionContext context = current_context();  // holds its pool while probing
+        py::gil_scoped_release release;
+        return doctor_report(context.pool());
+      },
         "The availability report `kiln doctor` prints (runs the bandwidth probe).");
   m.def("__version__", [] { return std::string(kiln_version()); });
 }
