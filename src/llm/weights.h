@@ -39,7 +39,7 @@ struct LinearFormat {
   // The activation dtype the weight takes without a conversion: its own, or float32 for
   // FP8 (weight-only FP8 takes the activations as they are).
   DType input_dtype() const { return scales == Scales::None ? dtype : DType::Float32; }
-  // bfloat16 or FP8: decode is bandwidth-bound enough that a bfloat16 KV cache is the default.
+  // bfloat16 or FP8: weights this narrow make bfloat16 the KV cache's default dtype.
   bool narrow() const { return dtype == DType::BFloat16 || is_fp8(dtype); }
   // "bfloat16", "float8_e4m3fn (128x128 block scales)", "float8_e4m3fn (row scales)"
   std::string name() const;
