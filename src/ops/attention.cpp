@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/attention/attention_kernels.h"
-#include "backend/cpu/common/random.h"
+#include "backend/random.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/thread_pool.h"
@@ -201,7 +201,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (dropout_p > 0) {
     Generator& g = default_generator();
     p.dropout_p = dropout_p;
-    p.dropout_key = {g.seed(), g.advance(cpu::uniform_blocks(p.rows * L * S))};
+    p.dropout_key = {g.seed(), g.advance(backend::uniform_blocks(p.rows * L * S))};
   }
 
   ThreadPool& pool = default_thread_pool();
