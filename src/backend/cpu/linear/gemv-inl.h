@@ -67,6 +67,7 @@
 #include "backend/cpu/cast/cast.h"
 #include "backend/cpu/linear/linear_kernels.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
@@ -458,7 +459,7 @@ void GemvRows(const LinearWeight& w, const LinearActivations& act, const float* 
   using T = typename Dec::T;
   const T* base = static_cast<const T*>(w.data);
   const int64_t K = w.K, ldw = w.row_stride;
-  const int64_t k_blocks = (K + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+  const int64_t k_blocks = ceil_div(K, kFp8ScaleBlock);
   constexpr float kUndoDecode = 1.0f / Dec::kDecodedPerReal;  // a power of two: exact
   const auto finish = [&](int64_t n, float sum) {
     float v = sum * kUndoDecode;

@@ -24,6 +24,7 @@
 #include "backend/cpu/cast/cast.h"
 #include "backend/cpu/linear/gemv-inl.h"
 #include "backend/cpu/moe/moe_plan.h"
+#include "kiln/int_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
@@ -52,7 +53,7 @@ struct MoeKernel {
     const T* base = static_cast<const T*>(m.data) + n * m.row_stride;
     const float* block_scale = nullptr;
     if constexpr (kBlocked) {
-      const int64_t col_blocks = (cols + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+      const int64_t col_blocks = ceil_div(cols, kFp8ScaleBlock);
       block_scale = m.scale + n / kFp8ScaleBlock * col_blocks;
     }
     if (rows == R) {
