@@ -347,7 +347,7 @@ template <class Dec>
 void PrepareX(const LinearActivations& act, int64_t K, float* HWY_RESTRICT xs) {
   const DF df;
   const int64_t step = StepOf<Dec>(df);
-  const int64_t padded = (K + step - 1) / step * step;
+  const int64_t padded = ceil_div(K, step) * step;
   to_f32(act.dtype, act.x, xs, K);
   std::fill(xs + K, xs + padded, 0.0f);
   if constexpr (Dec::kPermutesX) {
@@ -503,7 +503,7 @@ HWY_INLINE float* WorkerXScratch(int64_t floats) {
 template <class Dec, DType kOut, bool kScaled, bool kBlocked>
 void RunGemv(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* xs) {
   constexpr int kRows = kGemvRowsPerPass;
-  const int64_t groups = (w.N + kRows - 1) / kRows;
+  const int64_t groups = ceil_div(w.N, kRows);
   const int64_t group_bytes = kRows * w.K * static_cast<int64_t>(sizeof(typename Dec::T));
   const int64_t grain = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(group_bytes, 1));
   pool.parallel_for(groups, grain, [&](int64_t g0, int64_t g1) {

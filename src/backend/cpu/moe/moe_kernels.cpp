@@ -11,6 +11,7 @@
 #include "backend/cpu/moe/moe_plan.h"
 #include "kiln/allocator.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 
 namespace kiln::cpu {
 
@@ -59,7 +60,7 @@ MoePlan make_moe_plan(const MoeExpertsArgs& a, int64_t rows_per_group) {
     if (inter == 0) continue;  // contributes exactly zero
     plan.active.push_back(e);
     plan.max_inter = std::max(plan.max_inter, inter);
-    plan.group_begin.push_back(plan.group_begin.back() + (inter + rows_per_group - 1) / rows_per_group);
+    plan.group_begin.push_back(plan.group_begin.back() + ceil_div(inter, rows_per_group));
   }
   return plan;
 }
