@@ -17,6 +17,7 @@
 
 #include "backend/cpu/common/codecs-inl.h"
 #include "backend/cpu/common/fast_exp-inl.h"
+#include "kiln/int_math.h"
 #include "kiln/scalar_types.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -131,7 +132,7 @@ HWY_INLINE void AccumulatePV(D d, const C* P, int64_t p_si, int64_t p_sj, int64_
 template <typename C>
 HWY_INLINE int64_t PadToLanes(int64_t n) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<C>()));
-  return (n + N - 1) / N * N;
+  return ceil_div(n, N) * N;
 }
 
 }  // namespace kiln::cpu::HWY_NAMESPACE

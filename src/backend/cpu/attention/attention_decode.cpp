@@ -406,9 +406,9 @@ void AttentionDecode(const AttentionProblem& p, ThreadPool& pool) {
   const int64_t groups = static_cast<int64_t>(group_start.size());
   group_start.push_back(p.rows);
   // Enough items that every thread has two, but no slice under kMinSlice keys.
-  const int64_t want = (2 * pool.num_threads() + groups - 1) / groups;
+  const int64_t want = ceil_div(2 * pool.num_threads(), groups);
   const int64_t slices = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, p.S / kMinSlice));
-  const int64_t slice_len = (p.S + slices - 1) / slices;
+  const int64_t slice_len = ceil_div(p.S, slices);
 
   // With one slice the items write the output; otherwise part[(row * slices + slice)]
   // holds each slice's acc (Ev), max and sum for the merge.
