@@ -7,7 +7,7 @@
 #include "core/kernel_table.h"
 #include "kiln/context.h"
 #include "kiln/dtype.h"
-#include "kiln/ops/linear.h"  // kFp8ScaleBlock
+#include "kiln/scalar_types.h"  // kFp8ScaleBlock
 
 namespace kiln::backend {
 

@@ -13,7 +13,7 @@
 
 #include "kiln/error.h"
 #include "kiln/int_math.h"
-#include "kiln/ops/linear.h"  // kFp8ScaleBlock
+#include "kiln/scalar_types.h"  // kFp8ScaleBlock
 #include "kiln/scalar_types.h"
 #include "kiln/context.h"
 #include "kiln/thread_pool.h"

@@ -10,7 +10,7 @@
 #include "kiln/error.h"
 #include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
-#include "kiln/ops/linear.h"  // kFp8ScaleBlock
+#include "kiln/scalar_types.h"  // kFp8ScaleBlock
 #include "ops/op_utils.h"
 
 namespace kiln {

@@ -28,14 +28,10 @@
 #include <optional>
 #include <utility>
 
+#include "kiln/scalar_types.h"  // kFp8ScaleBlock
 #include "kiln/tensor.h"
 
 namespace kiln {
-
-// Side of the square weight blocks that share one scale in Hugging Face FP8 checkpoints
-// (`weight_block_size: [128, 128]`): the block scale layout of linear_fp8, moe_experts and
-// the model loader.
-inline constexpr int64_t kFp8ScaleBlock = 128;
 
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
 
