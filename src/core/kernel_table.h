@@ -28,10 +28,10 @@ class KernelTable {
 
   // The entries for `device`; an error naming `op` when the device has none.
   const Kernels& on(Device device, const char* op) const {
-    KILN_CHECK_KIND(installed_[index(device)], NotImplemented, op,
+    KILN_CHECK_KIND(installed_[index(device.type)], NotImplemented, op,
                     "no kernel for device {} (the {} kernels are not built for it)", device_type_name(device.type),
                     family_);
-    return slots_[index(device)];
+    return slots_[index(device.type)];
   }
 
   bool has(DeviceType device) const { return installed_[index(device)]; }
