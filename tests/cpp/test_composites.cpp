@@ -65,6 +65,20 @@ void expect_agree(const Tensor& fused, const Tensor& composite,
 // Either value's magnitude: the bounds below are relative to the result.
 double larger(double a, double b) { return std::max(std::fabs(a), std::fabs(b)); }
 
+// The tolerances above allow a narrow rounding step to land one ulp apart, so they
+// would also pass a composite that skipped or misplaced one. This pins the steps: with
+// a tolerance at float32 precision (`tight_rel` relative) only elements whose value
+// lies within that distance of a rounding boundary of the narrow dtype can differ --
+// a fraction of about tight_rel / 2^-8 of them, well under 1% for the sizes used --
+// while a missing or extra bfloat16 rounding changes about half of them.
+void expect_rounding_steps_agree(const Tensor& fused, const Tensor& composite, double tight_rel) {
+  ASSERT_EQ(fused.sizes(), composite.sizes());
+  const std::vector<double> f = to_doubles(fused), c = to_doubles(composite);
+  int64_t apart = 0;
+  for (size_t i = 0; i < f.size(); ++i) apart += std::fabs(f[i] - c[i]) > tight_rel * larger(f[i], c[i]) + 1e-30;
+  EXPECT_LE(apart, static_cast<int64_t>(f.size()) / 100) << "of " << f.size() << " elements";
+}
+
 // A tensor of `dtype` with uniform values in [lo, hi] (rounded to dtype).
 Tensor uniform_tensor(const Shape& shape, DType dtype, uint32_t seed, double lo = -1.0, double hi = 1.0) {
   return random_sample(shape, dtype, seed, lo, hi).tensor;
@@ -97,6 +111,13 @@ TEST(CompositeSiluAndMul, SizesDtypesAndLayouts) {
     check_silu_and_mul(uniform_tensor({1, 18}, dt, seed++).expand({4, 18}));  // broadcast rows
     check_silu_and_mul(Tensor::empty({0, 8}, dt));
     check_silu_and_mul(Tensor::empty({3, 0}, dt));
+  }
+}
+
+TEST(CompositeSiluAndMul, OneRoundingToTheNarrowDtype) {
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    const Tensor x = uniform_tensor({8, 2 * 512}, dt, 30, -6, 6);
+    expect_rounding_steps_agree(silu_and_mul(x), composite::silu_and_mul(x), 14 * compute_roundoff(dt));
   }
 }
 
@@ -185,6 +206,23 @@ TEST(CompositeRmsNorm, EveryVariantDtypeAndLength) {
                   uniform_tensor({3, cols}, d.gate, seed + 2, -6, 6), 1e-6);
         seed += 3;
       }
+}
+
+// Each variant's bfloat16 rounding steps, pinned as described at
+// expect_rounding_steps_agree: a float32 weight makes Llama's result float32, so only
+// its intermediate round_in(x r) can tell; the others round once more at the end.
+TEST(CompositeRmsNorm, RoundingStepsAgree) {
+  const int64_t rows = 8, cols = 512;
+  const Tensor x = uniform_tensor({rows, cols}, DType::BFloat16, 41, -2, 2);
+  const Tensor w = uniform_tensor({cols}, DType::Float32, 42, -1.5, 1.5);
+  const Tensor g = uniform_tensor({rows, cols}, DType::Float32, 43, -4, 4);
+  const double tight = rstd_rel(compute_roundoff(DType::Float32), cols) + 30 * compute_roundoff(DType::Float32);
+  expect_rounding_steps_agree(rms_norm_llama(x, w, 1e-6), composite::rms_norm_llama(x, w, 1e-6), tight);
+  expect_rounding_steps_agree(rms_norm(x, {cols}, w, 1e-6), composite::rms_norm(x, {cols}, w, 1e-6), tight);
+  expect_rounding_steps_agree(rms_norm_one_plus(x, w, 1e-6), composite::rms_norm_one_plus(x, w, 1e-6), tight);
+  expect_rounding_steps_agree(rms_norm_gated(x, g, w, 1e-6), composite::rms_norm_gated(x, g, w, 1e-6), tight);
+  const Tensor w16 = w.to(DType::BFloat16);  // the weighted product rounded to bfloat16 too
+  expect_rounding_steps_agree(rms_norm_gated(x, g, w16, 1e-6), composite::rms_norm_gated(x, g, w16, 1e-6), tight);
 }
 
 TEST(CompositeRmsNorm, LayoutsEmptyAndThreads) {
