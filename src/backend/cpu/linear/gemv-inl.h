@@ -65,6 +65,7 @@
 #include <type_traits>
 
 #include "backend/cpu/cast/cast.h"
+#include "backend/cpu/common/codecs-inl.h"
 #include "backend/cpu/linear/linear_kernels.h"
 #include "kiln/error.h"
 
@@ -188,10 +189,8 @@ struct SimdF16Weights {
   static constexpr float kDecodedPerReal = 1.0f;
   HWY_INLINE void Load(const T* HWY_RESTRICT p, VF* w) const {
     const DF df;
-    const hn::Rebind<uint16_t, DF> du16;
-    const hn::Rebind<hwy::float16_t, DF> df16;
-    w[0] = hn::PromoteTo(df, hn::BitCast(df16, hn::LoadU(du16, p)));
-    w[1] = hn::PromoteTo(df, hn::BitCast(df16, hn::LoadU(du16, p + hn::Lanes(df))));
+    w[0] = codecs::LoadF16(df, p);
+    w[1] = codecs::LoadF16(df, p + hn::Lanes(df));
   }
 };
 
