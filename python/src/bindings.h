@@ -19,6 +19,7 @@ void bind_creation(py::module_& m);
 void bind_runtime(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_llm(py::module_& m);
+void bind_composite(py::module_& m);  // the kiln.composite submodule
 
 // A Python number (bool, int, float, complex) as a kiln::Scalar; TypeError otherwise.
 Scalar to_scalar(const py::handle& obj);
