@@ -151,4 +151,9 @@ using BFloat16 = NarrowFloat<uint16_t, float_to_bf16_bits, bf16_bits_to_float>;
 using Float8_e4m3fn = NarrowFloat<uint8_t, float_to_fp8_e4m3fn_bits, fp8_e4m3fn_bits_to_float>;
 using Float8_e5m2 = NarrowFloat<uint8_t, float_to_fp8_e5m2_bits, fp8_e5m2_bits_to_float>;
 
+// Side of the square weight blocks that share one scale in Hugging Face FP8 checkpoints
+// (`weight_block_size: [128, 128]`): the block scale layout of linear_fp8, moe_experts and
+// the model loader.
+inline constexpr int64_t kFp8ScaleBlock = 128;
+
 }  // namespace kiln

@@ -20,6 +20,7 @@ void bind_runtime(py::module_& m);
 void bind_threads(py::module_& m);  // called by bind_runtime
 void bind_ops(py::module_& m);
 void bind_llm(py::module_& m);
+void bind_composite(py::module_& m);  // the kiln.composite submodule
 
 // A Python number (bool, int, float, complex) as a kiln::Scalar; TypeError otherwise.
 Scalar to_scalar(const py::handle& obj);

@@ -92,4 +92,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_runtime(m);
   bind_ops(m);
   bind_llm(m);
+  bind_composite(m);
 }

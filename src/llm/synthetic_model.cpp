@@ -12,6 +12,8 @@
 #include <regex>
 
 #include "kiln/error.h"
+#include "kiln/int_math.h"
+#include "kiln/scalar_types.h"  // kFp8ScaleBlock
 #include "kiln/scalar_types.h"
 #include "kiln/context.h"
 #include "kiln/thread_pool.h"
@@ -24,7 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kOp = "make-model";
-constexpr int64_t kFp8Block = 128;  // weight_block_size [128, 128]
 constexpr float kFp8Max = 448.0f;   // largest finite float8_e4m3fn
 // The synthetic tokenizer only needs enough ids for readable demo text; the embedding
 // keeps the preset's real vocabulary size.
@@ -55,8 +56,8 @@ class Planner {
     const bool fp8 = c_.fp8_block_scaled;
     add(name, fp8 ? DType::Float8_e4m3fn : c_.dtype, {n, k}, 0.0f, half_width_for_std(1.0 / std::sqrt(double(k))));
     if (fp8) {
-      tensors_.push_back({{name + "_scale_inv", DType::Float32, {ceil_div(n, kFp8Block), ceil_div(k, kFp8Block)}},
-                          Fill::ScaleInv});
+      const Shape scale_shape{ceil_div(n, kFp8ScaleBlock), ceil_div(k, kFp8ScaleBlock)};
+      tensors_.push_back({{name + "_scale_inv", DType::Float32, scale_shape}, Fill::ScaleInv});
     }
   }
   // RMSNorm weights: 1 with a little noise, so a wrong norm variant shows in the output.
@@ -89,8 +90,6 @@ class Planner {
   }
 
  private:
-  static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
   void qwen3_layer(const std::string& p, int64_t i) {
     const int64_t h = c_.hidden_size, q = c_.num_heads * c_.head_dim, kv = c_.num_kv_heads * c_.head_dim;
     norm(p + "input_layernorm.weight", h);
@@ -203,9 +202,9 @@ class TensorStreamer {
     // Whole 128-row blocks per chunk so FP8 block scales see every row of their block.
     int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / std::max<int64_t>(cols, 1));
     if (fp8) {
-      chunk_rows = std::max<int64_t>(kFp8Block, chunk_rows / kFp8Block * kFp8Block);
+      chunk_rows = std::max<int64_t>(kFp8ScaleBlock, chunk_rows / kFp8ScaleBlock * kFp8ScaleBlock);
       pending_for_ = t.spec.name;
-      pending_scales_.assign((rows + kFp8Block - 1) / kFp8Block * ((cols + kFp8Block - 1) / kFp8Block), 0.0f);
+      pending_scales_.assign(ceil_div(rows, kFp8ScaleBlock) * ceil_div(cols, kFp8ScaleBlock), 0.0f);
     }
     const uint64_t key = tensor_key(seed_, t.spec.name);
     for (int64_t r = 0; r < rows; r += chunk_rows) {
@@ -213,7 +212,7 @@ class TensorStreamer {
       if (fp8) {
         values_.resize(n * cols);
         generate(t, key, r * cols, n * cols, [v = values_.data()](int64_t j, float x) { v[j] = x; });
-        quantize_fp8_blocks(n, cols, r / kFp8Block);
+        quantize_fp8_blocks(n, cols, r / kFp8ScaleBlock);
       } else {
         generate_narrow(t, key, r * cols, n * cols);
       }
@@ -249,12 +248,12 @@ class TensorStreamer {
   // per 128x128 block (1 for an all-zero block), stored value e4m3(w / scale).
   void quantize_fp8_blocks(int64_t n, int64_t cols, int64_t row_block) {
     bytes_.resize(n * cols);
-    const int64_t col_blocks = (cols + kFp8Block - 1) / kFp8Block;
-    const int64_t row_blocks = (n + kFp8Block - 1) / kFp8Block;
+    const int64_t col_blocks = ceil_div(cols, kFp8ScaleBlock);
+    const int64_t row_blocks = ceil_div(n, kFp8ScaleBlock);
     current_context().pool().parallel_for(row_blocks * col_blocks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t blk = begin; blk < end; ++blk) {
-        const int64_t r0 = blk / col_blocks * kFp8Block, r1 = std::min(n, r0 + kFp8Block);
-        const int64_t c0 = blk % col_blocks * kFp8Block, c1 = std::min(cols, c0 + kFp8Block);
+        const int64_t r0 = blk / col_blocks * kFp8ScaleBlock, r1 = std::min(n, r0 + kFp8ScaleBlock);
+        const int64_t c0 = blk % col_blocks * kFp8ScaleBlock, c1 = std::min(cols, c0 + kFp8ScaleBlock);
         float amax = 0.0f;
         for (int64_t r = r0; r < r1; ++r) {
           for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(values_[r * cols + c]));

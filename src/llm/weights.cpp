@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/linear.h"
 #include "kiln/ops/shape.h"  // stack
 
@@ -11,11 +12,8 @@ namespace kiln::llm {
 namespace {
 
 constexpr const char* kOp = "load weights";
-constexpr int64_t kFp8Block = 128;  // Hugging Face weight_block_size [128, 128] (spec §5.1)
 
 bool is_plain_float(DType t) { return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float16; }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
@@ -171,8 +169,8 @@ Linear WeightLoader::load_matrix(const std::string& name, const Shape& shape, Li
   Tensor weight = checkpoint_.get(name, shape);
   step();
   Shape scale_shape = shape;
-  scale_shape[scale_shape.size() - 2] = ceil_div(shape[shape.size() - 2], kFp8Block);
-  scale_shape[scale_shape.size() - 1] = ceil_div(shape[shape.size() - 1], kFp8Block);
+  scale_shape[scale_shape.size() - 2] = ceil_div(shape[shape.size() - 2], kFp8ScaleBlock);
+  scale_shape[scale_shape.size() - 1] = ceil_div(shape[shape.size() - 1], kFp8ScaleBlock);
   Tensor scale = checked_float(scale_name, scale_shape).to(DType::Float32).contiguous();
   return convert_fp8(name, weight, scale);
 }

@@ -1,8 +1,8 @@
-// scaled_dot_product_attention and attention_decode: validation, broadcasting and the
-// choice between the decode kernel and the general tiled kernel
-// (src/backend/cpu/attention_*.cpp). No copy of q, k or v is made unless an operand's
-// last dim is strided; a mask is converted once to an additive bias of its own
-// (unbroadcast) shape when it is bool or of another dtype than the compute dtype.
+// scaled_dot_product_attention and attention_decode: validation and broadcasting, then
+// the attention kernel of the device (backend/attention.h). No copy of q, k or v is made
+// unless an operand's last dim is strided; a mask is converted once to an additive bias
+// of its own (unbroadcast) shape when it is bool or of another dtype than the compute
+// dtype.
 #include "kiln/ops/attention.h"
 
 #include <cmath>
@@ -10,11 +10,13 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cpu/attention/attention_kernels.h"
-#include "backend/cpu/common/random.h"
+#include "backend/attention.h"
+#include "backend/random.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
+#include "kiln/generator.h"
 #include "kiln/ops/creation.h"
-#include "kiln/thread_pool.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/type_promotion.h"
 #include "ops/op_utils.h"
 
@@ -67,21 +69,11 @@ std::vector<int64_t> row_offsets(const Tensor& x, int64_t x_batch_dims, const Sh
   return offsets;
 }
 
-// The mask as an additive bias in the compute dtype, same shape as the mask.
+// The mask as an additive bias in the compute dtype, same shape as the mask: a bool
+// mask gives 0 where attention is allowed and -inf elsewhere (exact in any dtype).
 Tensor mask_to_bias(const Tensor& mask, DType compute) {
   if (mask.dtype() != DType::Bool) return mask.to(compute);
-  const Tensor m = mask.contiguous();
-  Tensor bias = empty(m.shape(), compute);
-  const uint8_t* src = static_cast<const uint8_t*>(m.data_ptr());
-  const int64_t n = m.numel();
-  if (compute == DType::Float64) {
-    double* dst = bias.data<double>();
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ? 0.0 : -std::numeric_limits<double>::infinity();
-  } else {
-    float* dst = bias.data<float>();
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ? 0.0f : -std::numeric_limits<float>::infinity();
-  }
-  return bias;
+  return where(mask, Scalar(0.0), Scalar(-std::numeric_limits<double>::infinity())).to(compute);
 }
 
 }  // namespace
@@ -162,6 +154,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     return out;
   }
 
+  const auto kernel = backend::attention_kernels.on(query.device(), kSdpa).attention;
+  const ExecutionContext ctx = current_context();
   const Tensor q = with_unit_last_stride(query);
   const Tensor k = with_unit_last_stride(key);
   const Tensor v = with_unit_last_stride(value);
@@ -169,7 +163,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   const std::vector<int64_t> k_off = row_offsets(k, k.dim() - 2, out_batch, k_group);
   const std::vector<int64_t> v_off = row_offsets(v, v.dim() - 2, out_batch, v_group);
 
-  cpu::AttentionProblem p;
+  backend::AttentionProblem p;
   p.dtype = query.dtype();
   p.rows = shape_numel(out_batch);
   p.L = L;
@@ -199,20 +193,11 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     p.bias_stride_s = bd >= 1 && bias.size(-1) != 1 ? bias.stride(-1) : 0;
   }
   if (dropout_p > 0) {
-    Generator& g = default_generator();
+    Generator& g = ctx.generator();
     p.dropout_p = dropout_p;
-    p.dropout_key = {g.seed(), g.advance(cpu::uniform_blocks(p.rows * L * S))};
+    p.dropout_key = {g.seed(), g.advance(backend::uniform_blocks(p.rows * L * S))};
   }
-
-  ThreadPool& pool = default_thread_pool();
-  if (L == 1 && !bias.defined() && dropout_p == 0) {
-    // Top-left causal alignment lets a single query see key 0 only.
-    if (is_causal) p.S = 1;
-    p.causal = false;
-    cpu::attention_decode_cpu(p, pool);
-  } else {
-    cpu::attention_general_cpu(p, pool);
-  }
+  kernel(ctx, p);
   return out;
 }
 

@@ -4,9 +4,10 @@
 #include <complex>
 #include <cstring>
 
-#include "backend/cpu/common/random.h"
+#include "backend/random.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
-#include "kiln/thread_pool.h"
+#include "kiln/generator.h"
 
 namespace kiln {
 
@@ -114,32 +115,29 @@ void check_random_dtype(DType dtype, const char* op) {
 
 }  // namespace
 
+// The generator is the caller's, else the context's (default_generator() unless a
+// ContextScope gave one).
 Tensor rand(const Shape& sizes, DType dtype, Generator* gen) {
   check_random_dtype(dtype, "rand");
-  Generator& g = gen ? *gen : default_generator();
+  const ExecutionContext ctx = current_context();
+  Generator& g = gen ? *gen : ctx.generator();
   int64_t n = shape_numel(sizes);
   bool f64 = dtype == DType::Float64;
   Tensor t = Tensor::empty(sizes, f64 ? DType::Float64 : DType::Float32);
-  if (f64) {
-    cpu::fill_uniform_f64(default_thread_pool(), {g.seed(), g.advance(cpu::normal_blocks(n))}, t.data<double>(), n);
-  } else {
-    cpu::fill_uniform_f32(default_thread_pool(), {g.seed(), g.advance(cpu::uniform_blocks(n))}, t.data<float>(), n);
-  }
+  const auto kernel = backend::random_kernels.on(t.device(), "rand").uniform;
+  kernel(ctx, {{g.seed(), g.advance(f64 ? backend::normal_blocks(n) : backend::uniform_blocks(n))}, t});
   return t.to(dtype);
 }
 
 Tensor randn(const Shape& sizes, DType dtype, Generator* gen) {
   check_random_dtype(dtype, "randn");
-  Generator& g = gen ? *gen : default_generator();
+  const ExecutionContext ctx = current_context();
+  Generator& g = gen ? *gen : ctx.generator();
   int64_t n = shape_numel(sizes);
-  cpu::PhiloxKey key{g.seed(), g.advance(cpu::normal_blocks(n))};
-  if (dtype == DType::Float64) {
-    Tensor t = Tensor::empty(sizes, DType::Float64);
-    cpu::fill_normal_f64(default_thread_pool(), key, t.data<double>(), n);
-    return t;
-  }
-  Tensor t = Tensor::empty(sizes, DType::Float32);
-  cpu::fill_normal_f32(default_thread_pool(), key, t.data<float>(), n);
+  const backend::PhiloxKey key{g.seed(), g.advance(backend::normal_blocks(n))};
+  Tensor t = Tensor::empty(sizes, dtype == DType::Float64 ? DType::Float64 : DType::Float32);
+  const auto kernel = backend::random_kernels.on(t.device(), "randn").normal;
+  kernel(ctx, {key, t});
   return t.to(dtype);
 }
 
@@ -148,12 +146,13 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype, Gener
              low, high);
   KILN_CHECK_KIND(!is_complex(dtype) && dtype != DType::Bool, Type, "randint", "unsupported dtype {}",
                   dtype_name(dtype));
-  Generator& g = gen ? *gen : default_generator();
+  const ExecutionContext ctx = current_context();
+  Generator& g = gen ? *gen : ctx.generator();
   int64_t n = shape_numel(sizes);
   Tensor t = Tensor::empty(sizes, DType::Int64);
   uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
-  cpu::fill_randint(default_thread_pool(), {g.seed(), g.advance(cpu::randint_blocks(n))}, low, range,
-                    t.data<int64_t>(), n);
+  const auto kernel = backend::random_kernels.on(t.device(), "randint").randint;
+  kernel(ctx, {{g.seed(), g.advance(backend::randint_blocks(n))}, low, range, t});
   return t.to(dtype);
 }
 

@@ -18,18 +18,18 @@
 namespace kiln {
 
 namespace ew = elementwise;
-using cpu::BinaryOp;
-using cpu::UnaryOp;
+using backend::BinaryOp;
+using backend::UnaryOp;
 
 namespace {
 
 // out = op(a, b) in dtype `result` (into `out` when given: the in-place case).
 Tensor apply_binary(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType result,
-                    const cpu::KernelArgs& args = {}, const Tensor* out = nullptr) {
+                    const backend::KernelArgs& args = {}, const Tensor* out = nullptr) {
   const DType compute = compute_dtype(result);
-  const cpu::BinaryKernel kernel = ew::require_kernel(name, op, compute, result);
+  ew::require_kernel(name, a.device(), op, compute, result);
   Tensor dst = out != nullptr ? *out : empty(broadcast_shapes(a.sizes(), b.sizes(), name), result);
-  ew::run_binary(dst, compute, a, b, compute, kernel, args);
+  ew::run_binary(name, dst, compute, a, b, compute, op, args);
   return dst;
 }
 
@@ -60,8 +60,8 @@ void check_sub_dtypes(const char* name, DType a, DType b) {
              "mask, use the `~` or `logical_not()` operator instead.");
 }
 
-cpu::KernelArgs alpha_args(const Scalar& alpha, bool negate) {
-  cpu::KernelArgs args;
+backend::KernelArgs alpha_args(const Scalar& alpha, bool negate) {
+  backend::KernelArgs args;
   args.alpha = negate ? ew::negated(ew::kernel_scalar(alpha)) : ew::kernel_scalar(alpha);
   return args;
 }
@@ -211,9 +211,9 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
   }
   const DType compute = compute_dtype(result);
   if (const auto shortcut = pow_shortcut(exponent)) {
-    if (const cpu::UnaryKernel kernel = cpu::unary_kernel(*shortcut, compute)) {
+    if (backend::elementwise_kernels.on(a.device(), "pow").supports_unary(*shortcut, compute)) {
       Tensor out = empty(a.sizes(), result);
-      ew::run_unary(out, compute, a, compute, kernel);
+      ew::run_unary("pow", out, compute, a, compute, *shortcut);
       return out;
     }
   }

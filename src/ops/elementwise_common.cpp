@@ -6,26 +6,25 @@
 #include <type_traits>
 #include <utility>
 
-#include "backend/cpu/common/loops.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
-#include "kiln/thread_pool.h"
+#include "kiln/context.h"
 #include "kiln/type_promotion.h"
 
 namespace kiln::elementwise {
 
 Tensor scalar_operand(const Scalar& value, DType dtype) { return scalar_tensor(value, dtype); }
 
-cpu::KernelScalar kernel_scalar(const Scalar& value) {
-  cpu::KernelScalar k;
+backend::KernelScalar kernel_scalar(const Scalar& value) {
+  backend::KernelScalar k;
   k.f = value.to_double();
   k.i = value.tag() == Scalar::Tag::UInt ? static_cast<int64_t>(value.to_uint64()) : value.to_int64();
   k.c = value.to_complex();
   return k;
 }
 
-cpu::KernelScalar negated(const cpu::KernelScalar& value) {
-  cpu::KernelScalar k;
+backend::KernelScalar negated(const backend::KernelScalar& value) {
+  backend::KernelScalar k;
   k.f = -value.f;
   k.i = static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(value.i));
   k.c = -value.c;
@@ -77,23 +76,26 @@ void check_scalar_fits(const char* op, const Scalar& value, DType dtype) {
 
 namespace {
 
-template <typename Kernel>
-Kernel checked(Kernel k, const char* op, DType dtype) {
-  if (k != nullptr) return k;
+void check_supported(bool supported, const char* op, DType dtype) {
+  if (supported) return;
   if (is_complex(dtype)) fail(ErrorKind::NotImplemented, op, "not implemented for complex tensors (got {})", dtype_name(dtype));
   fail(ErrorKind::Type, op, "not supported for {} tensors", dtype_name(dtype));
 }
 
+const backend::ElementwiseKernels& kernels_on(Device device, const char* op) {
+  return backend::elementwise_kernels.on(device, op);
+}
+
 }  // namespace
 
-cpu::UnaryKernel require_kernel(const char* op, cpu::UnaryOp kop, DType compute, DType dtype) {
-  return checked(cpu::unary_kernel(kop, compute), op, dtype);
+void require_kernel(const char* op, Device device, backend::UnaryOp kop, DType compute, DType dtype) {
+  check_supported(kernels_on(device, op).supports_unary(kop, compute), op, dtype);
 }
-cpu::BinaryKernel require_kernel(const char* op, cpu::BinaryOp kop, DType compute, DType dtype) {
-  return checked(cpu::binary_kernel(kop, compute), op, dtype);
+void require_kernel(const char* op, Device device, backend::BinaryOp kop, DType compute, DType dtype) {
+  check_supported(kernels_on(device, op).supports_binary(kop, compute), op, dtype);
 }
-cpu::TernaryKernel require_kernel(const char* op, cpu::TernaryOp kop, DType compute, DType dtype) {
-  return checked(cpu::ternary_kernel(kop, compute), op, dtype);
+void require_kernel(const char* op, Device device, backend::TernaryOp kop, DType compute, DType dtype) {
+  check_supported(kernels_on(device, op).supports_ternary(kop, compute), op, dtype);
 }
 
 void check_floating(const char* op, DType dtype, bool allow_complex) {
@@ -106,30 +108,28 @@ void check_not_complex(const char* op, DType dtype) {
   if (is_complex(dtype)) fail(ErrorKind::NotImplemented, op, "not implemented for complex tensors (got {})", dtype_name(dtype));
 }
 
-void run_unary(const Tensor& out, DType out_compute, const Tensor& in, DType in_compute, cpu::UnaryKernel kernel,
-               const cpu::KernelArgs& args) {
+void run_unary(const char* op, const Tensor& out, DType out_compute, const Tensor& in, DType in_compute,
+               backend::UnaryOp kop, const backend::KernelArgs& args) {
+  const auto kernel = kernels_on(out.device(), op).unary;
   const Tensor x = in.expand(out.sizes());
-  cpu::elementwise_loop<1>(default_thread_pool(), out, out_compute, {&x}, {in_compute},
-                           [&](char* o, const char* a, int64_t n) { kernel(o, a, n, args); });
+  kernel(current_context(), {kop, in_compute, out_compute, out, x, args});
 }
 
-void run_binary(const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b, DType in_compute,
-                cpu::BinaryKernel kernel, const cpu::KernelArgs& args) {
+void run_binary(const char* op, const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b,
+                DType in_compute, backend::BinaryOp kop, const backend::KernelArgs& args) {
+  const auto kernel = kernels_on(out.device(), op).binary;
   const Tensor x = a.expand(out.sizes());
   const Tensor y = b.expand(out.sizes());
-  cpu::elementwise_loop<2>(default_thread_pool(), out, out_compute, {&x, &y}, {in_compute, in_compute},
-                           [&](char* o, const char* p, const char* q, int64_t n) { kernel(o, p, q, n, args); });
+  kernel(current_context(), {kop, in_compute, out_compute, out, x, y, args});
 }
 
-void run_ternary(const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b, const Tensor& c,
-                 const std::array<DType, 3>& in_compute, cpu::TernaryKernel kernel, const cpu::KernelArgs& args) {
+void run_ternary(const char* op, const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b,
+                 const Tensor& c, DType in_compute, backend::TernaryOp kop, const backend::KernelArgs& args) {
+  const auto kernel = kernels_on(out.device(), op).ternary;
   const Tensor x = a.expand(out.sizes());
   const Tensor y = b.expand(out.sizes());
   const Tensor z = c.expand(out.sizes());
-  cpu::elementwise_loop<3>(default_thread_pool(), out, out_compute, {&x, &y, &z}, in_compute,
-                           [&](char* o, const char* p, const char* q, const char* r, int64_t n) {
-                             kernel(o, p, q, r, n, args);
-                           });
+  kernel(current_context(), {kop, in_compute, out_compute, out, x, y, z, args});
 }
 
 bool can_cast(DType from, DType to) {

@@ -1,12 +1,11 @@
 // Shared plumbing of the elementwise op front ends (internal): scalar operands,
-// kernel lookup with PyTorch-style errors, running a kernel on the loop engine, and
-// the checks of in-place ops.
+// kernel checks with PyTorch-style errors, running an op through the elementwise
+// kernel table (backend/elementwise.h), and the checks of in-place ops.
 #pragma once
 
-#include <array>
 #include <optional>
 
-#include "backend/cpu/elementwise/elementwise_kernels.h"
+#include "backend/elementwise.h"
 #include "kiln/dtype.h"
 #include "kiln/scalar.h"
 #include "kiln/tensor.h"
@@ -17,10 +16,10 @@ namespace kiln::elementwise {
 // wrap), ready to take part in a kernel as a broadcast (stride 0) operand.
 Tensor scalar_operand(const Scalar& value, DType dtype);
 
-// The scalar as every kind of kernel reads it (see cpu::KernelScalar).
-cpu::KernelScalar kernel_scalar(const Scalar& value);
+// The scalar as every kind of kernel reads it (see backend::KernelScalar).
+backend::KernelScalar kernel_scalar(const Scalar& value);
 // -value, wrapping for integers (so -INT64_MIN stays INT64_MIN, as modular arithmetic needs).
-cpu::KernelScalar negated(const cpu::KernelScalar& value);
+backend::KernelScalar negated(const backend::KernelScalar& value);
 
 // Throws when `value` does not fit integer dtype `dtype` (PyTorch's checked
 // Scalar::to<T>(): "value cannot be converted to type uint8 without overflow"; an
@@ -28,27 +27,26 @@ cpu::KernelScalar negated(const cpu::KernelScalar& value);
 void check_scalar_fits(const char* op, const Scalar& value, DType dtype);
 
 
-// The kernel for op on `compute` arrays; throws for a dtype the op does not support:
-// NotImplemented for complex, Type otherwise (`dtype` is the user-visible one).
-cpu::UnaryKernel require_kernel(const char* op, cpu::UnaryOp kop, DType compute, DType dtype);
-cpu::BinaryKernel require_kernel(const char* op, cpu::BinaryOp kop, DType compute, DType dtype);
-cpu::TernaryKernel require_kernel(const char* op, cpu::TernaryOp kop, DType compute, DType dtype);
+// Throws unless `device` has a kernel for op on `compute` arrays: NotImplemented for
+// complex, Type otherwise (`dtype` is the user-visible one).
+void require_kernel(const char* op, Device device, backend::UnaryOp kop, DType compute, DType dtype);
+void require_kernel(const char* op, Device device, backend::BinaryOp kop, DType compute, DType dtype);
+void require_kernel(const char* op, Device device, backend::TernaryOp kop, DType compute, DType dtype);
 
 // Type error unless `dtype` is floating (or complex when allow_complex).
 void check_floating(const char* op, DType dtype, bool allow_complex = false);
 // NotImplemented error for a complex dtype.
 void check_not_complex(const char* op, DType dtype);
 
-// Runs the kernel over `out` (already allocated; it defines the shape). Inputs are
-// broadcast to out's shape and handed to the kernel as contiguous arrays of
-// `in_compute`; the kernel writes `out_compute`, which the engine casts to out's dtype.
-void run_unary(const Tensor& out, DType out_compute, const Tensor& in, DType in_compute, cpu::UnaryKernel kernel,
-               const cpu::KernelArgs& args = {});
-void run_binary(const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b, DType in_compute,
-                cpu::BinaryKernel kernel, const cpu::KernelArgs& args = {});
-void run_ternary(const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b, const Tensor& c,
-                 const std::array<DType, 3>& in_compute, cpu::TernaryKernel kernel,
-                 const cpu::KernelArgs& args = {});
+// Runs op `kop` (checked with require_kernel first) over `out`, already allocated: it
+// defines the shape. Inputs are broadcast to out's shape and read as `in_compute` (for
+// Where, the condition as bool); the kernel writes `out_compute`, cast to out's dtype.
+void run_unary(const char* op, const Tensor& out, DType out_compute, const Tensor& in, DType in_compute,
+               backend::UnaryOp kop, const backend::KernelArgs& args = {});
+void run_binary(const char* op, const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b,
+                DType in_compute, backend::BinaryOp kop, const backend::KernelArgs& args = {});
+void run_ternary(const char* op, const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b,
+                 const Tensor& c, DType in_compute, backend::TernaryOp kop, const backend::KernelArgs& args = {});
 
 // torch.can_cast: the in-place result-type rule (no complex -> real, no float ->
 // integer, nothing but bool -> bool).

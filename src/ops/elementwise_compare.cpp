@@ -12,9 +12,9 @@
 namespace kiln {
 
 namespace ew = elementwise;
-using cpu::BinaryOp;
-using cpu::TernaryOp;
-using cpu::UnaryOp;
+using backend::BinaryOp;
+using backend::TernaryOp;
+using backend::UnaryOp;
 
 namespace {
 
@@ -29,9 +29,9 @@ void check_operands(const char* name, const Tensor& a, const Tensor& b) {
 // widen exactly to float32, so comparing there is comparing in `promoted`).
 Tensor predicate(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType promoted) {
   const DType compute = compute_dtype(promoted);
-  const cpu::BinaryKernel kernel = ew::require_kernel(name, op, compute, promoted);
+  ew::require_kernel(name, a.device(), op, compute, promoted);
   Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), name), DType::Bool);
-  ew::run_binary(out, DType::Bool, a, b, compute, kernel);
+  ew::run_binary(name, out, DType::Bool, a, b, compute, op);
   return out;
 }
 
@@ -51,9 +51,9 @@ Tensor predicate(const char* name, BinaryOp op, const Tensor& a, const Scalar& b
 Tensor unary_predicate(const char* name, UnaryOp op, const Tensor& x) {
   check_defined(x, name, "input");
   const DType compute = compute_dtype(x.dtype());
-  const cpu::UnaryKernel kernel = ew::require_kernel(name, op, compute, x.dtype());
+  ew::require_kernel(name, x.device(), op, compute, x.dtype());
   Tensor out = empty(x.sizes(), DType::Bool);
-  ew::run_unary(out, DType::Bool, x, compute, kernel);
+  ew::run_unary(name, out, DType::Bool, x, compute, op);
   return out;
 }
 
@@ -65,9 +65,9 @@ Tensor bitwise(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, 
     fail(ErrorKind::Type, name, "expected {} tensors, got {}", shift ? "integer" : "bool or integer",
          dtype_name(result));
   }
-  const cpu::BinaryKernel kernel = ew::require_kernel(name, op, result, result);
+  ew::require_kernel(name, a.device(), op, result, result);
   Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), name), result);
-  ew::run_binary(out, result, a, b, result, kernel);
+  ew::run_binary(name, out, result, a, b, result, op);
   return out;
 }
 
@@ -90,9 +90,9 @@ Tensor select(const Tensor& cond, const Tensor& a, const Tensor& b, DType result
                   "expected condition to be a boolean tensor, but got a tensor with dtype {}",
                   dtype_name(cond.dtype()));
   const Shape shape = broadcast_shapes({cond.sizes(), a.sizes(), b.sizes()}, "where");
-  const cpu::TernaryKernel kernel = ew::require_kernel("where", TernaryOp::Where, result, result);
+  ew::require_kernel("where", a.device(), TernaryOp::Where, result, result);
   Tensor out = empty(shape, result);
-  ew::run_ternary(out, result, cond, a, b, {DType::Bool, result, result}, kernel);
+  ew::run_ternary("where", out, result, cond, a, b, result, TernaryOp::Where);
   return out;
 }
 
@@ -109,16 +109,16 @@ Tensor clamp_impl(const Tensor& x, const Tensor* lo, const Tensor* hi, DType res
   const DType compute = compute_dtype(result);
   Tensor out;
   if (lo != nullptr && hi != nullptr) {
-    const cpu::TernaryKernel kernel = ew::require_kernel("clamp", TernaryOp::Clamp, compute, result);
+    ew::require_kernel("clamp", x.device(), TernaryOp::Clamp, compute, result);
     out = empty(broadcast_shapes({x.sizes(), lo->sizes(), hi->sizes()}, "clamp"), result);
-    ew::run_ternary(out, compute, x, *lo, *hi, {compute, compute, compute}, kernel);
+    ew::run_ternary("clamp", out, compute, x, *lo, *hi, compute, TernaryOp::Clamp);
   } else {
     // One bound: clamp_min is maximum and clamp_max is minimum, NaN propagating alike.
     const Tensor& bound = lo != nullptr ? *lo : *hi;
     const BinaryOp op = lo != nullptr ? BinaryOp::Maximum : BinaryOp::Minimum;
-    const cpu::BinaryKernel kernel = ew::require_kernel("clamp", op, compute, result);
+    ew::require_kernel("clamp", x.device(), op, compute, result);
     out = empty(broadcast_shapes(x.sizes(), bound.sizes(), "clamp"), result);
-    ew::run_binary(out, compute, x, bound, compute, kernel);
+    ew::run_binary("clamp", out, compute, x, bound, compute, op);
   }
   return out;
 }
@@ -172,9 +172,9 @@ Tensor bitwise_not(const Tensor& x) {
   check_defined(x, "bitwise_not", "input");
   KILN_CHECK_KIND(is_integral(x.dtype(), /*include_bool=*/true), Type, "bitwise_not",
                   "expected bool or integer tensors, got {}", dtype_name(x.dtype()));
-  const cpu::UnaryKernel kernel = ew::require_kernel("bitwise_not", UnaryOp::BitwiseNot, x.dtype(), x.dtype());
+  ew::require_kernel("bitwise_not", x.device(), UnaryOp::BitwiseNot, x.dtype(), x.dtype());
   Tensor out = empty(x.sizes(), x.dtype());
-  ew::run_unary(out, x.dtype(), x, x.dtype(), kernel);
+  ew::run_unary("bitwise_not", out, x.dtype(), x, x.dtype(), UnaryOp::BitwiseNot);
   return out;
 }
 

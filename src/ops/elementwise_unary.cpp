@@ -11,17 +11,17 @@
 namespace kiln {
 
 namespace ew = elementwise;
-using cpu::UnaryOp;
+using backend::UnaryOp;
 
 namespace {
 
 // out = op(x) in dtype `result`, computed in compute_dtype(result) (integer inputs are
 // converted to it by the engine). x is defined (the callers check).
-Tensor apply_unary(const char* name, UnaryOp op, const Tensor& x, DType result, const cpu::KernelArgs& args = {}) {
+Tensor apply_unary(const char* name, UnaryOp op, const Tensor& x, DType result, const backend::KernelArgs& args = {}) {
   const DType compute = compute_dtype(result);
-  const cpu::UnaryKernel kernel = ew::require_kernel(name, op, compute, x.dtype());
+  ew::require_kernel(name, x.device(), op, compute, x.dtype());
   Tensor out = empty(x.sizes(), result);
-  ew::run_unary(out, compute, x, compute, kernel, args);
+  ew::run_unary(name, out, compute, x, compute, op, args);
   return out;
 }
 
@@ -39,7 +39,7 @@ Tensor same_dtype_no_bool(const char* name, UnaryOp op, const Tensor& x) {
 }
 
 // An activation of torch.nn.functional: floating-point input only.
-Tensor activation(const char* name, UnaryOp op, const Tensor& x, const cpu::KernelArgs& args = {}) {
+Tensor activation(const char* name, UnaryOp op, const Tensor& x, const backend::KernelArgs& args = {}) {
   check_defined(x, name, "input");
   ew::check_floating(name, x.dtype());
   return apply_unary(name, op, x, x.dtype(), args);
@@ -53,9 +53,9 @@ Tensor abs(const Tensor& x) {
   if (!is_complex(x.dtype())) return apply_unary("abs", UnaryOp::Abs, x, x.dtype());
   // |z| is real: the kernel reads complex and writes the real dtype.
   const DType real = to_real(x.dtype());
-  const cpu::UnaryKernel kernel = ew::require_kernel("abs", UnaryOp::Abs, x.dtype(), x.dtype());
+  ew::require_kernel("abs", x.device(), UnaryOp::Abs, x.dtype(), x.dtype());
   Tensor out = empty(x.sizes(), real);
-  ew::run_unary(out, real, x, x.dtype(), kernel);
+  ew::run_unary("abs", out, real, x, x.dtype(), UnaryOp::Abs);
   return out;
 }
 
@@ -104,7 +104,7 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
 Tensor softplus(const Tensor& x, const Scalar& beta, const Scalar& threshold) {
   KILN_CHECK_KIND(!beta.is_complex() && !threshold.is_complex(), Type, "softplus",
                   "beta and threshold must be real numbers (got {} and {})", beta.str(), threshold.str());
-  cpu::KernelArgs args;
+  backend::KernelArgs args;
   args.beta = ew::kernel_scalar(beta);
   args.threshold = ew::kernel_scalar(threshold);
   return activation("softplus", UnaryOp::Softplus, x, args);

@@ -1,13 +1,14 @@
 // grouped_mm and grouped_mm_fp8 front ends: PyTorch's validation (GroupedMMUtils.h, in its
-// order), output allocation, and the CPU kernel in backend/cpu/grouped_mm_kernels.cpp.
+// order), output allocation, and the grouped_mm kernel of the device
+// (backend/grouped_mm.h).
 #include "kiln/ops/grouped_mm.h"
 
 #include <climits>
 
-#include "backend/cpu/matmul/grouped_mm_kernels.h"
+#include "backend/grouped_mm.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
-#include "kiln/thread_pool.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -35,7 +36,8 @@ void check_strides(const char* op, const Tensor& t) {
   }
 }
 
-void check_blas_sizes(const char* op, const Tensor& t) {
+// The kernels index operands with 32-bit ints.
+void check_int_sizes(const char* op, const Tensor& t) {
   for (int64_t d = 0; d < t.dim(); ++d) {
     KILN_CHECK_KIND(t.size(d) <= INT_MAX && t.stride(d) <= INT_MAX, NotImplemented, op,
                     "sizes and strides up to 2^31 - 1 are supported, got sizes {} and strides {}", t.shape_str(),
@@ -43,8 +45,8 @@ void check_blas_sizes(const char* op, const Tensor& t) {
   }
 }
 
-cpu::GroupedOperand operand(const Tensor& t) {
-  cpu::GroupedOperand o;
+backend::GroupedOperand operand(const Tensor& t) {
+  backend::GroupedOperand o;
   o.data = t.data_ptr();
   o.dtype = t.dtype();
   o.batch_stride = t.dim() == 3 ? t.stride(0) : 0;
@@ -89,29 +91,29 @@ Tensor grouped_mm(const Tensor& mat_a, const Tensor& mat_b, const std::optional<
   const DType out_dt = out_dtype.value_or(mat_a.dtype());
   KILN_CHECK(out_dt == mat_a.dtype(), kOp, "Grouped gemm output dtype must match `mat_a` dtype");
 
-  cpu::GroupedMmArgs args;
+  backend::GroupedMmArgs args;
   Shape out_shape;
   if (a_is_2d && !b_is_2d) {
     KILN_CHECK(offs_c.size(0) == mat_b.size(0), kOp, "matrix batch sizes have to match");
-    args.kind = cpu::GroupedMmCase::Jagged2Dx3D;
+    args.kind = backend::GroupedMmCase::Jagged2Dx3D;
     out_shape = {mat_a.size(0), mat_b.size(-1)};
   } else if (!a_is_2d && b_is_2d) {
     KILN_CHECK(offs_c.size(0) == mat_a.size(0), kOp, "matrix batch sizes have to match");
-    args.kind = cpu::GroupedMmCase::Jagged3Dx2D;
+    args.kind = backend::GroupedMmCase::Jagged3Dx2D;
     out_shape = {mat_a.size(1), mat_b.size(1)};
   } else if (a_is_2d && b_is_2d) {
-    args.kind = cpu::GroupedMmCase::Jagged2Dx2D;
+    args.kind = backend::GroupedMmCase::Jagged2Dx2D;
     out_shape = {offs_c.size(0), mat_a.size(0), mat_b.size(1)};
   } else {
     KILN_CHECK(mat_a.size(0) == mat_b.size(0), kOp, "batched dimension has to match");
-    args.kind = cpu::GroupedMmCase::Batched3Dx3D;
+    args.kind = backend::GroupedMmCase::Batched3Dx3D;
     out_shape = {mat_a.size(0), mat_a.size(1), mat_b.size(-1)};
   }
   // PyTorch's CPU fallback runs mm per group, which refuses mixed dtypes.
   KILN_CHECK(mat_a.dtype() == mat_b.dtype(), kOp, "expected mat_a and mat_b to have the same dtype, but got: {} != {}",
              dtype_name(mat_a.dtype()), dtype_name(mat_b.dtype()));
-  check_blas_sizes(kOp, mat_a);
-  check_blas_sizes(kOp, mat_b);
+  check_int_sizes(kOp, mat_a);
+  check_int_sizes(kOp, mat_b);
 
   Tensor out = empty(out_shape, out_dt);
   args.a = operand(mat_a);
@@ -120,7 +122,7 @@ Tensor grouped_mm(const Tensor& mat_a, const Tensor& mat_b, const std::optional<
   args.offs = offs_c.defined() ? offs_c.data<int32_t>() : nullptr;
   args.out = out.data_ptr();
   args.out_dtype = out_dt;
-  cpu::grouped_mm(default_thread_pool(), args);
+  backend::grouped_mm_kernels.on(out.device(), kOp).grouped_mm(current_context(), args);
   return out;
 }
 
@@ -151,13 +153,13 @@ Tensor grouped_mm_fp8(const Tensor& mat_a, const Tensor& mat_b, const Tensor& sc
   KILN_CHECK(offs_c.size(0) == G, op, "matrix batch sizes have to match");
   // Row-major A rows are what the kernel streams; other layouts are copied once.
   const Tensor a = mat_a.stride(1) == 1 || mat_a.size(1) <= 1 ? mat_a : mat_a.contiguous();
-  check_blas_sizes(op, a);
-  check_blas_sizes(op, mat_b);
+  check_int_sizes(op, a);
+  check_int_sizes(op, mat_b);
   const Tensor scale_c = scale.contiguous();
 
   Tensor out = empty({mat_a.size(0), N}, mat_a.dtype());
-  cpu::GroupedMmArgs args;
-  args.kind = cpu::GroupedMmCase::Jagged2Dx3D;
+  backend::GroupedMmArgs args;
+  args.kind = backend::GroupedMmCase::Jagged2Dx3D;
   args.a = operand(a);
   // B [G, K, N] is the transposed weight view: column-major last two dims.
   const Tensor b = mat_b.transpose(1, 2);
@@ -167,7 +169,7 @@ Tensor grouped_mm_fp8(const Tensor& mat_a, const Tensor& mat_b, const Tensor& sc
   args.offs = offs_c.data<int32_t>();
   args.out = out.data_ptr();
   args.out_dtype = mat_a.dtype();
-  cpu::grouped_mm(default_thread_pool(), args);
+  backend::grouped_mm_kernels.on(out.device(), op).grouped_mm(current_context(), args);
   return out;
 }
 

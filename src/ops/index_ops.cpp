@@ -1,16 +1,14 @@
 // Front ends for the indexing ops: PyTorch's checks and error messages, output
-// allocation, then one call into backend/cpu (gather_kernels, scatter_kernels,
-// masked_kernels).
+// allocation, then one call through the index kernel table (backend/index.h).
 #include "kiln/ops/index.h"
 
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/index/index_kernels.h"
-#include "backend/cpu/common/loops.h"
+#include "backend/index.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
-#include "kiln/thread_pool.h"
 #include "kiln/type_promotion.h"
 #include "ops/op_utils.h"
 
@@ -24,26 +22,21 @@ void check_index_dtype(const Tensor& index, const char* op) {
 }
 
 void check_rank(const Tensor& t, const char* op) {
-  KILN_CHECK(t.dim() <= cpu::kMaxLoopDims, op, "tensors with more than {} dims are not supported (got {})",
-             cpu::kMaxLoopDims, t.dim());
+  KILN_CHECK(t.dim() <= backend::kMaxLoopDims, op, "tensors with more than {} dims are not supported (got {})",
+             backend::kMaxLoopDims, t.dim());
 }
 
 // 0-dim tensors act as 1-D of one element in gather/scatter (PyTorch's ensure_nonempty_dim).
 Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
 
+const backend::IndexKernels& kernels_on(const Tensor& t, const char* op) {
+  return backend::index_kernels.on(t.device(), op);
+}
+
 // The values of a 1-D or 0-D index tensor, each checked to lie in [0, size). Indices
 // are never wrapped: PyTorch rejects negative ones in these ops.
-std::vector<int64_t> read_rows(const Tensor& index, int64_t size, const char* op) {
-  const int64_t n = index.numel();
-  const int64_t stride = index.dim() == 0 ? 0 : index.stride(0);
-  std::vector<int64_t> rows(static_cast<size_t>(n));
-  if (index.dtype() == DType::Int64) {
-    const int64_t* p = index.data<int64_t>();
-    for (int64_t i = 0; i < n; ++i) rows[i] = p[i * stride];
-  } else {
-    const int32_t* p = index.data<int32_t>();
-    for (int64_t i = 0; i < n; ++i) rows[i] = p[i * stride];
-  }
+std::vector<int64_t> read_rows(const ExecutionContext& ctx, const Tensor& index, int64_t size, const char* op) {
+  std::vector<int64_t> rows = kernels_on(index, op).index_values(ctx, index);
   for (int64_t v : rows) {
     KILN_CHECK_KIND(v >= 0 && v < size, Index, op,
                     "index out of range in self (index {} is not in [0, {}) for the indexed dimension)", v, size);
@@ -135,17 +128,18 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   KILN_CHECK_KIND(index.dim() <= 1, Index, "index_select", "Index is supposed to be a vector, got {}-D index",
                   index.dim());
   dim = wrap_dim(dim, input.dim(), "index_select");
+  const ExecutionContext ctx = current_context();
   if (input.dim() == 0) {
     KILN_CHECK_KIND(index.numel() == 1, Index, "index_select",
                     "Index to scalar can have only 1 value, got {} value(s)", index.numel());
-    read_rows(index, 1, "index_select");
+    read_rows(ctx, index, 1, "index_select");
     return input.clone();
   }
-  const std::vector<int64_t> rows = read_rows(index, input.size(dim), "index_select");
+  const std::vector<int64_t> rows = read_rows(ctx, index, input.size(dim), "index_select");
   Shape out_shape = input.sizes();
   out_shape[dim] = static_cast<int64_t>(rows.size());
   Tensor out = empty(out_shape, input.dtype());
-  cpu::index_select_rows(default_thread_pool(), out, input, dim, rows);
+  kernels_on(input, "index_select").index_select(ctx, {out, input, dim, rows});
   return out;
 }
 
@@ -165,12 +159,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
                     num_embeddings);
   }
   check_rank(indices, "embedding");
-  const std::vector<int64_t> rows = read_rows(indices.reshape({-1}), num_embeddings, "embedding");
+  const ExecutionContext ctx = current_context();
+  const std::vector<int64_t> rows = read_rows(ctx, indices.reshape({-1}), num_embeddings, "embedding");
   Shape out_shape = indices.sizes();
   out_shape.push_back(weight.size(1));
   Tensor out = empty(out_shape, weight.dtype());
-  cpu::index_select_rows(default_thread_pool(), out.view({static_cast<int64_t>(rows.size()), weight.size(1)}), weight,
-                         0, rows);
+  const Tensor out_rows = out.view({static_cast<int64_t>(rows.size()), weight.size(1)});
+  kernels_on(weight, "embedding").index_select(ctx, {out_rows, weight, 0, rows});
   return out;
 }
 
@@ -192,7 +187,8 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
                "dimension {}",
                d, index.shape_str(), input.shape_str(), dim);
   }
-  cpu::gather(default_thread_pool(), at_least_1d(out), in1, dim, index1);
+  const Tensor out1 = at_least_1d(out);
+  kernels_on(input, "gather").gather(current_context(), {out1, in1, dim, index1});
   return out;
 }
 
@@ -225,7 +221,8 @@ Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const 
   check_no_internal_overlap(self, "scatter_add_");
   check_no_overlap(self, index, "scatter_add_");
   check_no_overlap(self, src, "scatter_add_");
-  cpu::scatter_add(default_thread_pool(), self1, dim, index1, src1, Scalar(int64_t{1}));
+  const Scalar one(int64_t{1});
+  kernels_on(self, "scatter_add_").scatter_add(current_context(), {self1, dim, index1, src1, one});
   return self;
 }
 
@@ -266,7 +263,8 @@ Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Te
              "Source/destination tensor must have same slice shapes. Destination slice shape: {} at dimension {} "
              "and source slice shape: {} at dimension {}.",
              shape_to_string(self_slice), dim, shape_to_string(source_slice), dim);
-  read_rows(index, self1.size(dim), "index_add_");
+  const ExecutionContext ctx = current_context();
+  read_rows(ctx, index, self1.size(dim), "index_add_");
   check_no_internal_overlap(self, "index_add_");
   check_no_overlap(self, index, "index_add_");
   check_no_overlap(self, source, "index_add_");
@@ -275,8 +273,8 @@ Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Te
   const Tensor index1 = at_least_1d(index);
   Shape broadcast_strides(static_cast<size_t>(source1.dim()), 0);
   broadcast_strides[dim] = index1.stride(0);
-  cpu::scatter_add(default_thread_pool(), self1, dim, index1.as_strided(source1.sizes(), broadcast_strides), source1,
-                   alpha);
+  const Tensor index_rows = index1.as_strided(source1.sizes(), broadcast_strides);
+  kernels_on(self, "index_add_").scatter_add(ctx, {self1, dim, index_rows, source1, alpha});
   return self;
 }
 
@@ -296,7 +294,8 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value)
   check_no_internal_overlap(self, "masked_fill_");
   check_no_overlap(self, mask, "masked_fill_");
   const Tensor fill = scalar_tensor(value, self.dtype());
-  cpu::masked_fill(default_thread_pool(), self, self, mask.expand(shape), fill.data_ptr());
+  const Tensor mask_full = mask.expand(shape);
+  kernels_on(self, "masked_fill_").masked_fill(current_context(), {self, self, mask_full, fill});
   return self;
 }
 
@@ -308,12 +307,14 @@ Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value)
   check_defined(input, "masked_fill", "input");
   check_bool_mask(mask, "masked_fill");
   const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_fill");
-  KILN_CHECK(static_cast<int64_t>(shape.size()) <= cpu::kMaxLoopDims, "masked_fill",
-             "tensors with more than {} dims are not supported (got {})", cpu::kMaxLoopDims, shape.size());
+  KILN_CHECK(static_cast<int64_t>(shape.size()) <= backend::kMaxLoopDims, "masked_fill",
+             "tensors with more than {} dims are not supported (got {})", backend::kMaxLoopDims, shape.size());
   check_fill_value(value, input.dtype(), "masked_fill");
   const Tensor fill = scalar_tensor(value, input.dtype());
   Tensor out = empty(shape, input.dtype());
-  cpu::masked_fill(default_thread_pool(), out, input.expand(shape), mask.expand(shape), fill.data_ptr());
+  const Tensor input_full = input.expand(shape);
+  const Tensor mask_full = mask.expand(shape);
+  kernels_on(input, "masked_fill").masked_fill(current_context(), {out, input_full, mask_full, fill});
   return out;
 }
 
@@ -325,9 +326,9 @@ Tensor masked_select(const Tensor& input, const Tensor& mask) {
   check_defined(input, "masked_select", "input");
   check_bool_mask(mask, "masked_select");
   const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_select");
-  KILN_CHECK(static_cast<int64_t>(shape.size()) <= cpu::kMaxLoopDims, "masked_select",
-             "tensors with more than {} dims are not supported (got {})", cpu::kMaxLoopDims, shape.size());
-  return cpu::masked_select(default_thread_pool(), input.expand(shape), mask.expand(shape));
+  KILN_CHECK(static_cast<int64_t>(shape.size()) <= backend::kMaxLoopDims, "masked_select",
+             "tensors with more than {} dims are not supported (got {})", backend::kMaxLoopDims, shape.size());
+  return kernels_on(input, "masked_select").masked_select(current_context(), input.expand(shape), mask.expand(shape));
 }
 
 }  // namespace kiln

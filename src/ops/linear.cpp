@@ -2,13 +2,10 @@
 // helpers linear_fp8 shares (linear_common.h).
 #include "kiln/ops/linear.h"
 
-#include <climits>
-#include <vector>
-
-#include "backend/cpu/linear/linear_kernels.h"
+#include "backend/linear.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
-#include "kiln/thread_pool.h"
 #include "ops/linear_common.h"
 #include "ops/op_utils.h"
 
@@ -34,9 +31,9 @@ LinearGeometry linear_geometry(const char* op, const Tensor& input, const Tensor
   return g;
 }
 
-cpu::LinearWeight weight_rows(const Tensor& weight, Tensor& keep) {
+backend::LinearWeight weight_rows(const Tensor& weight, Tensor& keep) {
   keep = weight.size(1) <= 1 || weight.stride(1) == 1 ? weight : weight.contiguous();
-  cpu::LinearWeight w;
+  backend::LinearWeight w;
   w.data = keep.data_ptr();
   w.dtype = keep.dtype();
   w.N = keep.size(0);
@@ -57,8 +54,8 @@ std::optional<Tensor> checked_bias(const char* op, const std::optional<Tensor>& 
   return bias->contiguous();
 }
 
-Tensor run_linear(const LinearGeometry& g, const cpu::LinearWeight& w, const std::optional<Tensor>& bias,
-                  cpu::GemvFn gemv) {
+Tensor run_linear(const char* op, const LinearGeometry& g, const backend::LinearWeight& w,
+                  const std::optional<Tensor>& bias) {
   const DType dtype = g.x.dtype();
   Tensor out = empty(g.out_shape, dtype);
   if (g.M == 0 || g.N == 0) return out;
@@ -71,7 +68,7 @@ Tensor run_linear(const LinearGeometry& g, const cpu::LinearWeight& w, const std
     }
     return out;
   }
-  cpu::LinearActivations act;
+  backend::LinearActivations act;
   act.dtype = dtype;
   act.x = g.x.data_ptr();
   act.M = g.M;
@@ -80,16 +77,8 @@ Tensor run_linear(const LinearGeometry& g, const cpu::LinearWeight& w, const std
     act.bias = bias->data_ptr();
     act.bias_stride = bias->numel() == 1 ? 0 : 1;
   }
-  ThreadPool& pool = default_thread_pool();
-  if (g.M == 1 && gemv != nullptr) {
-    // Kept per thread: decode calls this hundreds of times per token, and a scratch tensor
-    // per call was a third of the fixed cost of a small GEMV.
-    thread_local std::vector<float> x_scratch;
-    x_scratch.resize(static_cast<size_t>(cpu::gemv_scratch_floats(g.K)));
-    gemv(pool, w, act, x_scratch.data());
-  } else {
-    cpu::linear_gemm(pool, w, act);
-  }
+  const auto kernel = backend::linear_kernels.on(g.x.device(), op).linear;
+  kernel(current_context(), w, act);
   return out;
 }
 
@@ -105,24 +94,14 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
                   "mat1 and mat2 must have the same dtype, but got {} and {}", dtype_name(input.dtype()),
                   dtype_name(weight.dtype()));
   const DType dtype = input.dtype();
-  cpu::GemvFn gemv = nullptr;
-  switch (dtype) {
-    case DType::Float32: gemv = &cpu::gemv_f32; break;
-    case DType::BFloat16: gemv = &cpu::gemv_bf16; break;
-    case DType::Float16: gemv = &cpu::gemv_f16; break;
-    case DType::Float64: break;  // OpenBLAS dgemv/dgemm (linear_gemm)
-    default:
-      fail(ErrorKind::Type, op, "expected float32, float64, bfloat16 or float16 tensors, got {}", dtype_name(dtype));
-  }
+  KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::BFloat16 ||
+                      dtype == DType::Float16,
+                  Type, op, "expected float32, float64, bfloat16 or float16 tensors, got {}", dtype_name(dtype));
   const linear_detail::LinearGeometry g = linear_detail::linear_geometry(op, input, weight);
   const std::optional<Tensor> b = linear_detail::checked_bias(op, bias, dtype, g.N);
-  // OpenBLAS reads W in place for float32/float64 (several rows, or float64's one row) and
-  // needs each row to start at least K elements after the previous one.
-  const bool blas_in_place = dtype == DType::Float64 || (dtype == DType::Float32 && g.M != 1);
-  const bool blas_needs_copy = blas_in_place && g.N > 1 && (weight.stride(0) < g.K || weight.stride(0) > INT_MAX);
   Tensor w_keep;
-  const cpu::LinearWeight w = linear_detail::weight_rows(blas_needs_copy ? weight.contiguous() : weight, w_keep);
-  return linear_detail::run_linear(g, w, b, gemv);
+  const backend::LinearWeight w = linear_detail::weight_rows(weight, w_keep);
+  return linear_detail::run_linear(op, g, w, b);
 }
 
 }  // namespace kiln

@@ -1,10 +1,10 @@
-// Validation and dispatch shared by linear (linear.cpp) and linear_fp8 (linear_fp8.cpp)
-// (internal).
+// Validation and the kernel call shared by linear (linear.cpp) and linear_fp8
+// (linear_fp8.cpp) (internal).
 #pragma once
 
 #include <optional>
 
-#include "backend/cpu/linear/linear_kernels.h"
+#include "backend/linear.h"
 #include "kiln/tensor.h"
 
 namespace kiln::linear_detail {
@@ -23,14 +23,14 @@ LinearGeometry linear_geometry(const char* op, const Tensor& input, const Tensor
 
 // The weight's rows as the kernels read them: in place when the inner stride is 1 (or
 // K <= 1), else a contiguous copy. `keep` holds the tensor the pointer belongs to.
-cpu::LinearWeight weight_rows(const Tensor& weight, Tensor& keep);
+backend::LinearWeight weight_rows(const Tensor& weight, Tensor& keep);
 
 // Checks the bias (dtype `dtype`; shape [N], [1] or 0-dim) and returns it contiguous.
 std::optional<Tensor> checked_bias(const char* op, const std::optional<Tensor>& bias, DType dtype, int64_t N);
 
-// Allocates and computes the result: K = 0 -> bias or zeros; one row -> `gemv`; more
-// rows -> cpu::linear_gemm.
-Tensor run_linear(const LinearGeometry& g, const cpu::LinearWeight& w, const std::optional<Tensor>& bias,
-                  cpu::GemvFn gemv);
+// Allocates and computes the result: K = 0 -> bias or zeros; else the linear kernel of
+// the input's device.
+Tensor run_linear(const char* op, const LinearGeometry& g, const backend::LinearWeight& w,
+                  const std::optional<Tensor>& bias);
 
 }  // namespace kiln::linear_detail

@@ -1,12 +1,13 @@
 // linear_fp8, quantize_fp8_rowwise, dequantize_fp8: kiln's weight-only FP8 linear and
-// its helpers (front ends; kernels in backend/cpu/gemv_fp8.cpp and fp8_quant.cpp).
+// its helpers (front ends; kernels behind backend/linear.h).
 #include <string>
 
-#include "backend/cpu/linear/linear_kernels.h"
+#include "backend/linear.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/linear.h"
-#include "kiln/thread_pool.h"
 #include "ops/linear_common.h"
 #include "ops/op_utils.h"
 
@@ -14,10 +15,8 @@ namespace kiln {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // The weight's rows plus its checked, contiguous float32 scales in either layout.
-cpu::LinearWeight fp8_weight(const char* op, const Tensor& weight, const Tensor& scale, Tensor& weight_keep,
+backend::LinearWeight fp8_weight(const char* op, const Tensor& weight, const Tensor& scale, Tensor& weight_keep,
                              Tensor& scale_keep) {
   KILN_CHECK_KIND(weight.dtype() == DType::Float8_e4m3fn, Type, op, "weight must be float8_e4m3fn, but got {}",
                   dtype_name(weight.dtype()));
@@ -28,15 +27,15 @@ cpu::LinearWeight fp8_weight(const char* op, const Tensor& weight, const Tensor&
                   dtype_name(scale.dtype()));
   const int64_t N = weight.size(0), K = weight.size(1);
   const Shape per_row{N};
-  const Shape per_block{ceil_div(N, cpu::kFp8ScaleBlock), ceil_div(K, cpu::kFp8ScaleBlock)};
+  const Shape per_block{ceil_div(N, kFp8ScaleBlock), ceil_div(K, kFp8ScaleBlock)};
   KILN_CHECK(scale.sizes() == per_row || scale.sizes() == per_block, op,
              "scale must be {} (one per output row) or {} (one per 128x128 block) for a weight of shape {}, but got "
              "{}",
              shape_to_string(per_row), shape_to_string(per_block), weight.shape_str(), scale.shape_str());
-  cpu::LinearWeight w = linear_detail::weight_rows(weight, weight_keep);
+  backend::LinearWeight w = linear_detail::weight_rows(weight, weight_keep);
   scale_keep = scale.contiguous();
   w.scale = scale_keep.data<float>();
-  w.scale_layout = scale.dim() == 1 ? cpu::Fp8ScaleLayout::PerRow : cpu::Fp8ScaleLayout::Block128;
+  w.scale_layout = scale.dim() == 1 ? backend::Fp8ScaleLayout::PerRow : backend::Fp8ScaleLayout::Block128;
   return w;
 }
 
@@ -51,10 +50,10 @@ Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale
   KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float16, Type, op,
                   "input must be float32, bfloat16 or float16, but got {}", dtype_name(dtype));
   Tensor weight_keep, scale_keep;
-  const cpu::LinearWeight w = fp8_weight(op, weight, scale, weight_keep, scale_keep);
+  const backend::LinearWeight w = fp8_weight(op, weight, scale, weight_keep, scale_keep);
   const linear_detail::LinearGeometry g = linear_detail::linear_geometry(op, input, weight);
   const std::optional<Tensor> b = linear_detail::checked_bias(op, bias, dtype, g.N);
-  return linear_detail::run_linear(g, w, b, &cpu::gemv_fp8);
+  return linear_detail::run_linear(op, g, w, b);
 }
 
 namespace {
@@ -78,11 +77,16 @@ Fp8RowwiseQuantization quantize_rows(const Tensor& weight, bool with_error) {
     return r;
   }
   Tensor w_keep;
-  const cpu::LinearWeight w = linear_detail::weight_rows(weight, w_keep);
-  const int64_t bad = cpu::quantize_fp8_rows(default_thread_pool(), w.data, dtype, w.row_stride, N, K,
-                                             r.weight.data<uint8_t>(), r.scale.data<float>(),
-                                             with_error ? r.squared_error.data<double>() : nullptr,
-                                             with_error ? r.squared_norm.data<double>() : nullptr);
+  backend::Fp8RowQuantization p;
+  p.w = linear_detail::weight_rows(weight, w_keep);
+  p.q = r.weight.data<uint8_t>();
+  p.scale = r.scale.data<float>();
+  if (with_error) {
+    p.row_sq_error = r.squared_error.data<double>();
+    p.row_sq_norm = r.squared_norm.data<double>();
+  }
+  const auto kernel = backend::linear_kernels.on(weight.device(), op).quantize_fp8_rows;
+  const int64_t bad = kernel(current_context(), p);
   KILN_CHECK_KIND(bad < 0, Value, op, "weight row {} holds inf or NaN, which float8_e4m3fn cannot scale", bad);
   return r;
 }
@@ -103,9 +107,12 @@ Tensor dequantize_fp8(const Tensor& weight, const Tensor& scale, DType dtype) {
   KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float16, Type, op,
                   "dtype must be float32, bfloat16 or float16, but got {}", dtype_name(dtype));
   Tensor weight_keep, scale_keep;
-  const cpu::LinearWeight w = fp8_weight(op, weight, scale, weight_keep, scale_keep);
+  const backend::LinearWeight w = fp8_weight(op, weight, scale, weight_keep, scale_keep);
   Tensor out = empty({w.N, w.K}, DType::Float32);
-  if (out.numel() > 0) cpu::dequantize_fp8_rows(default_thread_pool(), w, out.data<float>());
+  if (out.numel() > 0) {
+    const auto kernel = backend::linear_kernels.on(weight.device(), op).dequantize_fp8_rows;
+    kernel(current_context(), w, out.data<float>());
+  }
   return out.to(dtype);
 }
 

@@ -1,19 +1,19 @@
 // Front ends for matmul, mm, bmm, mv and dot: torch.matmul's shape rules, the dtype
-// checks, and one batched GEMM call (backend/cpu/blas.h) per op.
+// checks, and one batched GEMM call (backend/matmul.h) per op.
 //
 // Every product funnels into batched_product: operands keep their strides (a transposed
-// operand is passed to BLAS as CblasTrans, a broadcast batch as offsets that repeat) and
-// are copied only when BLAS cannot read them in place. float16/bfloat16 operands are
+// operand stays transposed, a broadcast batch becomes offsets that repeat) and are
+// copied only when the kernel cannot read them in place. float16/bfloat16 operands are
 // widened to float32 as whole tensors, multiplied with sgemm (float32 accumulation) and
 // rounded once to the input dtype ("compute wide, store narrow"). Widening per panel
 // would save the temporary copies; the whole-tensor cast keeps this layer simple and
 // the cast engine vectorised.
 #include "kiln/ops/matmul.h"
 
-#include "backend/cpu/matmul/blas.h"
+#include "backend/matmul.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
-#include "kiln/thread_pool.h"
 #include "kiln/type_promotion.h"
 #include "ops/op_utils.h"
 
@@ -26,8 +26,10 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
                   dtype_name(a.dtype()), dtype_name(b.dtype()));
 }
 
-void check_supported_dtype(DType dt, const char* op) {
-  KILN_CHECK_KIND(cpu::gemm_supports(compute_dtype(dt)) && !is_fp8(dt), Type, op,
+void check_supported_dtype(const Tensor& t, const char* op) {
+  const DType dt = t.dtype();
+  const bool supported = backend::matmul_kernels.on(t.device(), op).supports(compute_dtype(dt));
+  KILN_CHECK_KIND(supported && !is_fp8(dt), Type, op,
                   "not implemented for {} (matrix products take floating, complex and integer dtypes; fp8 "
                   "products go through scaled_mm)",
                   dtype_name(dt));
@@ -66,19 +68,25 @@ Tensor batched_product(Tensor a, Tensor b, const Shape& batch_shape) {
   a = a.to(compute);
   b = b.to(compute);
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
-  if (!is_integral(compute)) {
-    if (!cpu::blas_accepts(M, K, a.stride(-2), a.stride(-1))) a = a.contiguous();
-    if (!cpu::blas_accepts(K, N, b.stride(-2), b.stride(-1))) b = b.contiguous();
-  }
+  const backend::MatmulKernels& kernels = backend::matmul_kernels.on(a.device(), "matmul");
+  if (!kernels.reads_in_place(compute, M, K, a.stride(-2), a.stride(-1))) a = a.contiguous();
+  if (!kernels.reads_in_place(compute, K, N, b.stride(-2), b.stride(-1))) b = b.contiguous();
   const std::vector<int64_t> a_offsets = batch_offsets(a, batch_shape);
   const std::vector<int64_t> b_offsets = batch_offsets(b, batch_shape);
   Shape out_shape = batch_shape;
   out_shape.push_back(M);
   out_shape.push_back(N);
   Tensor out = empty(out_shape, compute);
-  cpu::gemm_batched(default_thread_pool(), compute, shape_numel(batch_shape), M, N, K,
-                    {a.data_ptr(), a_offsets.data(), a.stride(-2), a.stride(-1)},
-                    {b.data_ptr(), b_offsets.data(), b.stride(-2), b.stride(-1)}, out.data_ptr());
+  backend::BatchedGemm p;
+  p.dtype = compute;
+  p.batch = shape_numel(batch_shape);
+  p.M = M;
+  p.N = N;
+  p.K = K;
+  p.a = {a.data_ptr(), a_offsets.data(), a.stride(-2), a.stride(-1)};
+  p.b = {b.data_ptr(), b_offsets.data(), b.stride(-2), b.stride(-1)};
+  p.c = out.data_ptr();
+  kernels.gemm_batched(current_context(), p);
   return out.to(dt);
 }
 
@@ -92,7 +100,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.size(1) == b.size(0), "mm", "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", a.size(0),
              a.size(1), b.size(0), b.size(1));
   check_same_dtype(a, b, "mm");
-  check_supported_dtype(a.dtype(), "mm");
+  check_supported_dtype(a, "mm");
   return batched_product(a, b, {});
 }
 
@@ -105,7 +113,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
              "Expected size for first two dimensions of batch2 tensor to be: [{}, {}] but got: [{}, {}].", a.size(0),
              a.size(2), b.size(0), b.size(1));
   check_same_dtype(a, b, "bmm");
-  check_supported_dtype(a.dtype(), "bmm");
+  check_supported_dtype(a, "bmm");
   return batched_product(a, b, {a.size(0)});
 }
 
@@ -117,7 +125,7 @@ Tensor mv(const Tensor& a, const Tensor& v) {
   KILN_CHECK(a.size(1) == v.size(0), "mv", "size mismatch, got mat ({}x{}), vec ({})", a.size(0), a.size(1),
              v.size(0));
   check_same_dtype(a, v, "mv");
-  check_supported_dtype(a.dtype(), "mv");
+  check_supported_dtype(a, "mv");
   return batched_product(a, v.unsqueeze(1), {}).squeeze(1);
 }
 
@@ -132,7 +140,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
              "inconsistent tensor size, expected tensor [{}] and src [{}] to have the same number of elements, but "
              "got {} and {} elements respectively",
              a.size(0), b.size(0), a.size(0), b.size(0));
-  check_supported_dtype(a.dtype(), "dot");
+  check_supported_dtype(a, "dot");
   return batched_product(a.unsqueeze(0), b.unsqueeze(1), {}).view({});
 }
 
@@ -162,7 +170,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
              "shapes {} and {} cannot be multiplied: {} columns against {} rows", a.shape_str(), b.shape_str(),
              a3.size(-1), b.size(-2));
   check_same_dtype(a, b, "matmul");
-  check_supported_dtype(a.dtype(), "matmul");
+  check_supported_dtype(a, "matmul");
   const Shape batch = broadcast_shapes(Shape(a3.sizes().begin(), a3.sizes().end() - 2),
                                        Shape(b.sizes().begin(), b.sizes().end() - 2), "matmul");
   const Tensor out = batched_product(a3, b, batch);

@@ -1,23 +1,21 @@
 // moe_route, moe_permute, MoeExperts::from_fused and moe_experts: validation, dtype
-// handling and views (front ends; kernels in backend/cpu/moe_kernels.cpp and
-// moe_experts-inl.h).
+// handling and views (front ends; kernels behind backend/moe.h).
 #include "kiln/ops/moe.h"
 
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/cast/cast.h"
-#include "backend/cpu/moe/moe_kernels.h"
+#include "backend/moe.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
-#include "kiln/thread_pool.h"
+#include "kiln/scalar_types.h"  // kFp8ScaleBlock
 #include "ops/op_utils.h"
 
 namespace kiln {
 
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool is_activation_dtype(DType t) { return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float16; }
 
@@ -52,14 +50,14 @@ CheckedRouting check_routing(const char* op, const Tensor& weights, const Tensor
 }
 
 // One projection [rows, cols] of an expert, with its checked float32 scales.
-cpu::ExpertMatrix expert_matrix(const char* op, const char* what, const Tensor& w, const std::optional<Tensor>& scale,
-                                int64_t rows, int64_t cols, cpu::Fp8ScaleLayout* layout, bool* layout_known,
+backend::ExpertMatrix expert_matrix(const char* op, const char* what, const Tensor& w, const std::optional<Tensor>& scale,
+                                int64_t rows, int64_t cols, backend::Fp8ScaleLayout* layout, bool* layout_known,
                                 std::vector<Tensor>& keep) {
   KILN_CHECK(w.defined() && w.dim() == 2 && w.size(0) == rows && w.size(1) == cols, op,
              "{} must have shape [{}, {}], got {}", what, rows, cols, w.defined() ? w.shape_str() : "undefined");
   KILN_CHECK(cols <= 1 || w.stride(1) == 1, op, "{} must have unit stride inside its rows, got strides {}", what,
              shape_to_string(w.strides()));
-  cpu::ExpertMatrix m{w.data_ptr(), w.stride(0), nullptr};
+  backend::ExpertMatrix m{w.data_ptr(), w.stride(0), nullptr};
   if (w.dtype() != DType::Float8_e4m3fn) {
     KILN_CHECK(!scale.has_value(), op, "{} is {}: scales are only for float8_e4m3fn weights", what,
                dtype_name(w.dtype()));
@@ -69,11 +67,11 @@ cpu::ExpertMatrix expert_matrix(const char* op, const char* what, const Tensor& 
   KILN_CHECK_KIND(scale->dtype() == DType::Float32, Type, op, "{} scales must be float32, got {}", what,
                   dtype_name(scale->dtype()));
   const Shape per_row{rows};
-  const Shape per_block{ceil_div(rows, 128), ceil_div(cols, 128)};
+  const Shape per_block{ceil_div(rows, kFp8ScaleBlock), ceil_div(cols, kFp8ScaleBlock)};
   KILN_CHECK(scale->sizes() == per_row || scale->sizes() == per_block, op,
              "{} scales must be {} (per row) or {} (per 128x128 block), got {}", what, shape_to_string(per_row),
              shape_to_string(per_block), scale->shape_str());
-  const auto this_layout = scale->dim() == 1 ? cpu::Fp8ScaleLayout::PerRow : cpu::Fp8ScaleLayout::Block128;
+  const auto this_layout = scale->dim() == 1 ? backend::Fp8ScaleLayout::PerRow : backend::Fp8ScaleLayout::Block128;
   // A [1, 1] grid reads the same either way; only a real mismatch is refused.
   KILN_CHECK(!*layout_known || this_layout == *layout || per_row == per_block, op,
              "all expert scales must use one layout (per row or per 128x128 block)");
@@ -86,8 +84,8 @@ cpu::ExpertMatrix expert_matrix(const char* op, const char* what, const Tensor& 
   return m;
 }
 
-cpu::SwigluExpert swiglu_expert(const char* op, const SwigluWeights& w, int64_t hidden, DType dtype,
-                                cpu::Fp8ScaleLayout* layout, bool* layout_known, std::vector<Tensor>& keep) {
+backend::SwigluExpert swiglu_expert(const char* op, const SwigluWeights& w, int64_t hidden, DType dtype,
+                                backend::Fp8ScaleLayout* layout, bool* layout_known, std::vector<Tensor>& keep) {
   KILN_CHECK(w.gate.defined() && w.gate.dim() == 2, op, "expert gate must be a 2-D [inter, hidden] matrix");
   const int64_t inter = w.gate.size(0);
   for (const Tensor* t : {&w.gate, &w.up, &w.down}) {
@@ -95,7 +93,7 @@ cpu::SwigluExpert swiglu_expert(const char* op, const SwigluWeights& w, int64_t 
                     "all expert weights must share one dtype ({}), got {}", dtype_name(dtype),
                     t->defined() ? dtype_name(t->dtype()) : "undefined");
   }
-  cpu::SwigluExpert e;
+  backend::SwigluExpert e;
   e.inter = inter;
   e.gate = expert_matrix(op, "expert gate", w.gate, w.gate_scale, inter, hidden, layout, layout_known, keep);
   e.up = expert_matrix(op, "expert up", w.up, w.up_scale, inter, hidden, layout, layout_known, keep);
@@ -132,7 +130,7 @@ MoeRouting moe_route(const Tensor& router_logits, int64_t top_k, MoeScoring scor
   MoeRouting r{empty({T, top_k}, DType::Float32), empty({T, top_k}, DType::Int32)};
   if (T == 0) return r;
   const Tensor logits = as_f32(router_logits);
-  cpu::MoeRouteArgs a;
+  backend::MoeRouteArgs a;
   a.logits = logits.data<float>();
   a.tokens = T;
   a.experts = E;
@@ -144,7 +142,7 @@ MoeRouting moe_route(const Tensor& router_logits, int64_t top_k, MoeScoring scor
   a.scaling = routed_scaling_factor;
   a.weights = r.weights.data<float>();
   a.ids = r.ids.data<int32_t>();
-  cpu::moe_route(default_thread_pool(), a);
+  backend::moe_kernels.on(logits.device(), op).route(current_context(), a);
   return r;
 }
 
@@ -156,24 +154,17 @@ MoePermutation moe_permute(const Tensor& ids, int64_t num_experts) {
                   "ids must be int32 or int64, got {}", dtype_name(ids.dtype()));
   KILN_CHECK_KIND(num_experts >= 1, Value, op, "num_experts must be >= 1, got {}", num_experts);
   const Tensor id = ids.to(DType::Int64).contiguous();
-  const int64_t slots = id.numel(), k = ids.size(1);
-  const int64_t* v = id.data<int64_t>();
-  std::vector<int64_t> count(static_cast<size_t>(num_experts) + 1, 0);
-  for (int64_t s = 0; s < slots; ++s) {
-    KILN_CHECK_KIND(v[s] >= 0 && v[s] < num_experts, Index, op, "expert id {} out of range for {} experts", v[s],
-                    num_experts);
-    ++count[v[s] + 1];
-  }
+  const int64_t slots = id.numel();
   MoePermutation p{empty({slots}, DType::Int64), empty({slots}, DType::Int64), empty({num_experts}, DType::Int32)};
-  for (int64_t e = 0; e < num_experts; ++e) {
-    count[e + 1] += count[e];
-    p.offs.data<int32_t>()[e] = static_cast<int32_t>(count[e + 1]);
-  }
-  for (int64_t s = 0; s < slots; ++s) {
-    const int64_t dst = count[v[s]]++;
-    p.token_index.data<int64_t>()[dst] = s / k;
-    p.slot.data<int64_t>()[dst] = s;
-  }
+  backend::MoePermuteArgs a;
+  a.ids = id.data<int64_t>();
+  a.slots = slots;
+  a.top_k = ids.size(1);
+  a.num_experts = num_experts;
+  a.token_index = p.token_index.data<int64_t>();
+  a.slot = p.slot.data<int64_t>();
+  a.offs = p.offs.data<int32_t>();
+  backend::moe_kernels.on(id.device(), op).permute(current_context(), a);
   return p;
 }
 
@@ -195,7 +186,7 @@ MoeExperts MoeExperts::from_fused(const Tensor& gate_up, const Tensor& down, con
                    down_scale->size(0) == E,
                op, "scales must be [{}, rows] (per row) or [{}, row blocks, column blocks], got {} and {}", E, E,
                gate_up_scale->shape_str(), down_scale->shape_str());
-    KILN_CHECK(!block || I % 128 == 0, op,
+    KILN_CHECK(!block || I % kFp8ScaleBlock == 0, op,
                "128x128 block scales need the gate/up split (inter = {}) on a block boundary", I);
   }
   MoeExperts experts;
@@ -207,7 +198,7 @@ MoeExperts MoeExperts::from_fused(const Tensor& gate_up, const Tensor& down, con
     w.down = down.select(0, e);
     if (gate_up_scale.has_value()) {
       const Tensor s = gate_up_scale->select(0, e);
-      const int64_t split = block ? I / 128 : I;
+      const int64_t split = block ? I / kFp8ScaleBlock : I;
       w.gate_scale = s.narrow(0, 0, split);
       w.up_scale = s.narrow(0, split, s.size(0) - split);
       w.down_scale = down_scale->select(0, e);
@@ -231,9 +222,9 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
   KILN_CHECK_KIND(is_activation_dtype(wdtype) || wdtype == DType::Float8_e4m3fn, Type, op,
                   "expert weights must be float32, bfloat16, float16 or float8_e4m3fn, got {}", dtype_name(wdtype));
   std::vector<Tensor> keep;
-  cpu::Fp8ScaleLayout layout = cpu::Fp8ScaleLayout::PerRow;
+  backend::Fp8ScaleLayout layout = backend::Fp8ScaleLayout::PerRow;
   bool layout_known = false;
-  std::vector<cpu::SwigluExpert> list;
+  std::vector<backend::SwigluExpert> list;
   list.reserve(static_cast<size_t>(E));
   const int64_t inter = experts.experts[0].gate.defined() ? experts.experts[0].gate.size(0) : 0;
   for (const SwigluWeights& w : experts.experts) {
@@ -245,9 +236,9 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
   if (T == 0 || H == 0) return out;
   const Tensor xc = x.contiguous();
 
-  cpu::MoeExpertsArgs a;
-  cpu::SwigluExpert shared_expert;
-  Tensor shared_weight;
+  backend::MoeExpertsArgs a;
+  backend::SwigluExpert shared_expert;
+  Tensor shared_gate;
   if (shared.has_value()) {
     shared_expert = swiglu_expert(op, shared->weights, H, wdtype, &layout, &layout_known, keep);
     const Tensor& g = shared->gate_weight;
@@ -256,19 +247,9 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
                g.defined() ? g.shape_str() : "undefined");
     KILN_CHECK_KIND(is_floating(g.dtype()), Type, op, "shared expert gate_weight must be a float tensor, got {}",
                     dtype_name(g.dtype()));
-    // sigmoid(x . g) per token, in float32.
-    const Tensor gf = as_f32(g.reshape({H}));
-    shared_weight = empty({T}, DType::Float32);
-    std::vector<float> row(static_cast<size_t>(H));
-    const size_t item = itemsize(x.dtype());
-    for (int64_t t = 0; t < T; ++t) {
-      cpu::to_f32(x.dtype(), static_cast<const char*>(xc.data_ptr()) + t * H * item, row.data(), H);
-      double dot = 0.0;
-      for (int64_t h = 0; h < H; ++h) dot += static_cast<double>(row[h]) * gf.data<float>()[h];
-      shared_weight.data<float>()[t] = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
-    }
+    shared_gate = as_f32(g.reshape({H}));
     a.shared = &shared_expert;
-    a.shared_weight = shared_weight.data<float>();
+    a.shared_gate = shared_gate.data<float>();
   }
   a.weight_dtype = wdtype;
   a.scale_layout = layout;
@@ -282,7 +263,7 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
   a.act_dtype = x.dtype();
   a.x = xc.data_ptr();
   a.out = out.data_ptr();
-  cpu::moe_experts(default_thread_pool(), a);
+  backend::moe_kernels.on(xc.device(), op).experts(current_context(), a);
   return out;
 }
 

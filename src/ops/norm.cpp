@@ -1,15 +1,16 @@
 // rms_norm (torch's and the three HF variants) and layer_norm front ends: shape and
-// dtype rules, eps defaults, weights widened to the compute dtype, then the CPU
-// driver (backend/cpu/norm_driver.cpp).
+// dtype rules, eps defaults, weights widened to the compute dtype, then the norm kernel
+// of the input's device (backend/norm.h).
 #include <limits>
 #include <optional>
 #include <string>
 
-#include "backend/cpu/nn/norm_kernels.h"
+#include "backend/norm.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
-#include "kiln/thread_pool.h"
 #include "kiln/type_promotion.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
@@ -76,15 +77,16 @@ int64_t check_last_dim_weight(const Tensor& input, const Tensor& weight, const c
   return hidden;
 }
 
-Tensor run_rms_norm(cpu::RmsNormKind kind, const Tensor& input, int64_t cols, DType compute, DType out_dtype,
-                    const Tensor& weight, const Tensor& gate, DType weighted_dtype, double eps) {
+Tensor run_rms_norm(const char* op, backend::RmsNormKind kind, const Tensor& input, int64_t cols, DType compute,
+                    DType out_dtype, const Tensor& weight, const Tensor& gate, DType weighted_dtype, double eps) {
   const Tensor x = input.contiguous();
   Tensor out = Tensor::empty(input.sizes(), out_dtype);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  cpu::rms_norm_cpu(
-      {kind, compute, x.dtype(), x.data_ptr(), out_dtype, out.data_ptr(), rows, cols,
-       weight.defined() ? weight.data_ptr() : nullptr, gate.defined() ? gate.data_ptr() : nullptr, weighted_dtype, eps},
-      default_thread_pool());
+  const auto kernel = backend::norm_kernels.on(x.device(), op).rms_norm;
+  kernel(current_context(),
+         {kind, compute, x.dtype(), x.data_ptr(), out_dtype, out.data_ptr(), rows, cols,
+          weight.defined() ? weight.data_ptr() : nullptr, gate.defined() ? gate.data_ptr() : nullptr, weighted_dtype,
+          eps});
   return out;
 }
 
@@ -111,7 +113,7 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const std::o
   const double e = eps ? eps_for(double_opmath ? DType::Float64 : DType::Float32, *eps)
                        : (double_opmath ? std::numeric_limits<double>::epsilon()
                                         : static_cast<double>(std::numeric_limits<float>::epsilon()));
-  return run_rms_norm(cpu::RmsNormKind::ScaleThenWeight, input, cols, compute, input.dtype(),
+  return run_rms_norm(op, backend::RmsNormKind::ScaleThenWeight, input, cols, compute, input.dtype(),
                       weight ? widened(*weight, compute) : Tensor(), Tensor(), input.dtype(), e);
 }
 
@@ -123,8 +125,9 @@ Tensor rms_norm_llama(const Tensor& input, const Tensor& weight, double eps) {
   const int64_t cols = check_last_dim_weight(input, weight, op);
   const DType compute = compute_for(input.dtype(), weight.dtype());
   const DType out_dtype = promote_types(input.dtype(), weight.dtype());
-  return run_rms_norm(cpu::RmsNormKind::RoundThenWeight, input, cols, compute, out_dtype, widened(weight, compute),
-                      Tensor(), out_dtype, eps_for(compute_for(input.dtype(), input.dtype()), eps));
+  return run_rms_norm(op, backend::RmsNormKind::RoundThenWeight, input, cols, compute, out_dtype,
+                      widened(weight, compute), Tensor(), out_dtype,
+                      eps_for(compute_for(input.dtype(), input.dtype()), eps));
 }
 
 Tensor rms_norm_one_plus(const Tensor& input, const Tensor& weight, double eps) {
@@ -135,13 +138,8 @@ Tensor rms_norm_one_plus(const Tensor& input, const Tensor& weight, double eps) 
   const int64_t cols = check_last_dim_weight(input, weight, op);
   const DType compute = compute_for(input.dtype(), weight.dtype());
   // HF: `1.0 + self.weight.float()`, a float32 sum (float64 here when computing in it).
-  Tensor scale = widened(weight, compute).clone();
-  if (compute == DType::Float64) {
-    for (double *p = scale.data<double>(), *end = p + cols; p != end; ++p) *p += 1.0;
-  } else {
-    for (float *p = scale.data<float>(), *end = p + cols; p != end; ++p) *p += 1.0f;
-  }
-  return run_rms_norm(cpu::RmsNormKind::ScaleThenWeight, input, cols, compute, input.dtype(), scale, Tensor(),
+  const Tensor scale = add(widened(weight, compute), Scalar(1.0));
+  return run_rms_norm(op, backend::RmsNormKind::ScaleThenWeight, input, cols, compute, input.dtype(), scale, Tensor(),
                       input.dtype(), eps_for(compute_for(input.dtype(), input.dtype()), eps));
 }
 
@@ -155,7 +153,7 @@ Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& wei
   KILN_CHECK(gate.sizes() == input.sizes(), op, "expected gate of the input's shape {}, got gate of shape {}",
              input.shape_str(), gate.shape_str());
   const DType compute = compute_for(compute_for(input.dtype(), weight.dtype()), gate.dtype());
-  return run_rms_norm(cpu::RmsNormKind::Gated, input, cols, compute, input.dtype(), widened(weight, compute),
+  return run_rms_norm(op, backend::RmsNormKind::Gated, input, cols, compute, input.dtype(), widened(weight, compute),
                       widened(gate, compute), promote_types(input.dtype(), weight.dtype()),
                       eps_for(compute_for(input.dtype(), input.dtype()), eps));
 }
@@ -184,10 +182,10 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const std:
   const Tensor x = input.contiguous();
   Tensor out = Tensor::empty(input.sizes(), input.dtype());
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  cpu::layer_norm_cpu(
-      {compute, x.dtype(), x.data_ptr(), out.data_ptr(), rows, cols, w.defined() ? w.data_ptr() : nullptr,
-       b.defined() ? b.data_ptr() : nullptr, eps_for(compute, eps)},
-      default_thread_pool());
+  const auto kernel = backend::norm_kernels.on(x.device(), op).layer_norm;
+  kernel(current_context(), {compute, x.dtype(), x.data_ptr(), out.data_ptr(), rows, cols,
+                             w.defined() ? w.data_ptr() : nullptr, b.defined() ? b.data_ptr() : nullptr,
+                             eps_for(compute, eps)});
   return out;
 }
 

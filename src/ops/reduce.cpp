@@ -1,22 +1,26 @@
 // Front ends of the basic reductions: sum, mean, prod, amax/amin, max/min, argmax/argmin,
 // and of cumsum.
-// Each validates, settles the result dtype and shape, and runs cpu::reduce_loop with
-// the matching kernel kind; the sink turns each output's partial into its value.
+// Each validates, settles the result dtype and shape, allocates, and runs the reduce
+// table's kernel (backend/reduce.h) of the matching kind.
 #include <string>
 
-#include "backend/cpu/reduce/reduce_loop.h"
-#include "backend/cpu/reduce/scan_kernels.h"
+#include "backend/reduce.h"
+#include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
-#include "kiln/thread_pool.h"
 #include "ops/op_utils.h"
 #include "ops/reduce_utils.h"
 
 namespace kiln {
 namespace {
 
-using cpu::ReduceKind;
-using cpu::ReducePartial;
+using backend::ReduceKind;
+
+void run_reduce(const char* op, ReduceKind kind, const Tensor& input, const std::vector<bool>& reduced,
+                const Tensor& values, const Tensor& indices, double divisor = 1.0) {
+  const auto kernel = backend::reduce_kernels.on(input.device(), op).reduce;
+  kernel(current_context(), {kind, input, reduced, values, indices, divisor});
+}
 
 // sum / prod / mean share everything but the kernel and the final division.
 Tensor sum_like(const Tensor& input, const DimList& dims, bool keepdim, std::optional<DType> dtype,
@@ -25,12 +29,8 @@ Tensor sum_like(const Tensor& input, const DimList& dims, bool keepdim, std::opt
   const DType out_dtype = dtype ? *dtype : (is_integral(src.dtype(), true) ? DType::Int64 : src.dtype());
   const ReduceDims rd = reduce_dims(src, dims, keepdim, op);
   Tensor out = empty(rd.out_shape, out_dtype);
-  const PartialValue value = partial_value_of(src.dtype());
   const double divisor = divide_by_count ? static_cast<double>(rd.count) : 1.0;
-  cpu::reduce_loop(default_thread_pool(), src, rd.reduced, {kind, {}},
-                   [&](const ReducePartial* p, int64_t first, int64_t n) {
-                     store_partial_values(out, value, p, first, n, divisor);
-                   });
+  run_reduce(op, kind, src, rd.reduced, out, Tensor(), divisor);
   return out;
 }
 
@@ -39,27 +39,13 @@ void check_not_complex(const Tensor& input, const char* op) {
                   dtype_name(input.dtype()));
 }
 
-// The reduced values (and, for the arg kinds, their indices) into the given outputs;
-// either may be undefined.
-void extreme_into(const Tensor& input, const std::vector<bool>& reduced, ReduceKind kind, const Tensor& values,
-                  const Tensor& indices) {
-  const PartialValue value = partial_value_of(input.dtype());
-  cpu::reduce_loop(default_thread_pool(), input, reduced, {kind, {}},
-                   [&](const ReducePartial* p, int64_t first, int64_t n) {
-                     if (values.defined()) store_partial_values(values, value, p, first, n);
-                     if (!indices.defined()) return;
-                     int64_t* out = indices.data<int64_t>() + first;
-                     for (int64_t k = 0; k < n; ++k) out[k] = p[k].index;
-                   });
-}
-
 Tensor amax_like(const Tensor& input, const DimList& dims, bool keepdim, ReduceKind kind, const char* op) {
   check_defined(input, op, "input");
   check_not_complex(input, op);
   const ReduceDims rd = reduce_dims(input, dims, keepdim, op);
   check_reduced_dims_nonempty(input, rd, op);
   Tensor out = empty(rd.out_shape, input.dtype());
-  extreme_into(input, rd.reduced, kind, out, Tensor());
+  run_reduce(op, kind, input, rd.reduced, out, Tensor());
   return out;
 }
 
@@ -70,7 +56,7 @@ Tensor full_extreme(const Tensor& input, ReduceKind kind, const char* op) {
              "Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the "
              "'dim' argument.");
   Tensor out = empty({}, input.dtype());
-  extreme_into(input, std::vector<bool>(static_cast<size_t>(input.dim()), true), kind, out, Tensor());
+  run_reduce(op, kind, input, std::vector<bool>(static_cast<size_t>(input.dim()), true), out, Tensor());
   return out;
 }
 
@@ -80,7 +66,7 @@ ValuesIndices dim_extreme(const Tensor& input, int64_t dim, bool keepdim, Reduce
   const ReduceDims rd = reduce_one_dim(input, dim, keepdim, op);
   check_reduced_dims_nonempty(input, rd, op);
   ValuesIndices r{empty(rd.out_shape, input.dtype()), empty(rd.out_shape, DType::Int64)};
-  extreme_into(input, rd.reduced, kind, r.values, r.indices);
+  run_reduce(op, kind, input, rd.reduced, r.values, r.indices);
   return r;
 }
 
@@ -101,7 +87,7 @@ Tensor arg_extreme(const Tensor& input, std::optional<int64_t> dim, bool keepdim
     rd = reduce_dims(input, {}, keepdim, op.c_str());
   }
   Tensor indices = empty(rd.out_shape, DType::Int64);
-  extreme_into(input, rd.reduced, kind, Tensor(), indices);
+  run_reduce(op.c_str(), kind, input, rd.reduced, Tensor(), indices);
   return indices;
 }
 
@@ -165,7 +151,8 @@ Tensor cumsum(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
   const Tensor line = input.dim() == 0 ? input.reshape({1}) : input;
   const Tensor src = (dtype ? line.to(*dtype) : line).contiguous();
   Tensor out = empty(line.sizes(), out_dtype);
-  cpu::cumsum_kernel(default_thread_pool(), src, d, out);
+  const auto kernel = backend::reduce_kernels.on(src.device(), "cumsum").cumsum;
+  kernel(current_context(), {src, d, out});
   return input.dim() == 0 ? out.reshape({}) : out;
 }
 

@@ -1,15 +1,15 @@
 // Rotary position embedding front end: HF's default inv_freq and cos/sin tables, shape
-// checks for the [..., seq, heads, head_dim] layout, then the CPU kernel
-// (backend/cpu/rope_kernels.cpp).
+// checks for the [..., seq, heads, head_dim] layout, then the rope kernels of the
+// device (backend/rope.h).
 #include <cmath>
 #include <cstdint>
 #include <optional>
 
-#include "backend/cpu/nn/rope_kernels.h"
+#include "backend/rope.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
-#include "kiln/thread_pool.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 
@@ -55,17 +55,8 @@ Tensor rope_inv_freq(int64_t rotary_dim, double rope_theta) {
   constexpr const char* op = "rope_inv_freq";
   check_rotary_dim(rotary_dim, -1, op);
   check_theta(rope_theta, op);
-  // HF: 1.0 / (base ** (arange(0, d, 2).float() / d)), every step in float32 (base
-  // rounded to float32 too); the power is evaluated in double and rounded, i.e.
-  // correctly rounded where float32 pow may be 1 ulp off.
-  const int64_t half = rotary_dim / 2;
-  Tensor inv = Tensor::empty({half}, DType::Float32);
-  const double base = static_cast<double>(static_cast<float>(rope_theta));
-  for (int64_t i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(rotary_dim);
-    const float power = static_cast<float>(std::pow(base, static_cast<double>(exponent)));
-    inv.data<float>()[i] = 1.0f / power;
-  }
+  Tensor inv = Tensor::empty({rotary_dim / 2}, DType::Float32);
+  backend::rope_kernels.on(inv.device(), op).inv_freq(current_context(), rotary_dim, rope_theta, inv.data<float>());
   return inv;
 }
 
@@ -81,16 +72,9 @@ RopeTables rope_cos_sin(const Tensor& positions, int64_t rotary_dim, double rope
   shape.push_back(half);
   Tensor cos = Tensor::empty(shape, DType::Float32);
   Tensor sin = Tensor::empty(shape, DType::Float32);
-  const float* f = inv.data<float>();
-  for (int64_t t = 0; t < pos.numel(); ++t) {
-    const float p = static_cast<float>(pos.data<int64_t>()[t]);
-    for (int64_t i = 0; i < half; ++i) {
-      // HF's float32 matmul inv_freq @ position: one rounded product per angle.
-      const double angle = static_cast<double>(p * f[i]);
-      cos.data<float>()[t * half + i] = static_cast<float>(std::cos(angle));
-      sin.data<float>()[t * half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
+  backend::rope_kernels.on(pos.device(), op)
+      .cos_sin(current_context(),
+               {pos.data<int64_t>(), pos.numel(), inv.data<float>(), half, cos.data<float>(), sin.data<float>()});
   return {cos.to(dtype), sin.to(dtype)};
 }
 
@@ -134,9 +118,9 @@ Tensor apply_rotary_emb_cos_sin(const Tensor& x, const Tensor& cos, const Tensor
   const int64_t tokens = heads * head_dim == 0 ? 0 : x.numel() / (heads * head_dim);
   const int64_t table_rows = cos.numel() / cos.size(-1);
   if (tokens == 0) return out;
-  cpu::rope_cpu({x.dtype(), xc.data_ptr(), out.data_ptr(), tokens, heads, head_dim, rd, c.data_ptr(), s.data_ptr(),
-                 table_rows, interleaved},
-                default_thread_pool());
+  backend::rope_kernels.on(xc.device(), op)
+      .rope(current_context(), {x.dtype(), xc.data_ptr(), out.data_ptr(), tokens, heads, head_dim, rd, c.data_ptr(),
+                                s.data_ptr(), table_rows, interleaved});
   return out;
 }
 

@@ -1,25 +1,19 @@
 // scaled_mm and _scaled_mm: PyTorch's CPU validation (Blas.cpp's _scaled_mm_cpu_v2_out and
-// _scaled_mm_out_cpu), then fp8 -> float32 (SIMD), OpenBLAS sgemm, and one epilogue pass
-// that applies the row/column scales, the bias and the output cast. Scaling C's rows and
-// columns after the product equals scaling A's rows and B's columns before it (up to f32
-// rounding), and costs M*N instead of M*K + K*N multiplies.
+// _scaled_mm_out_cpu), then the scaled_mm kernel of the operands' device
+// (backend/scaled_mm.h).
 #include "kiln/ops/scaled_mm.h"
 
 #include <string>
 
-#include "backend/cpu/matmul/blas.h"
-#include "backend/cpu/cast/cast.h"
+#include "backend/scaled_mm.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
-#include "kiln/thread_pool.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
 
 namespace {
-
-// Elements converted per task when widening: ~0.1 ms of conversion work.
-constexpr int64_t kWidenGrain = int64_t{1} << 18;
 
 const char* scaling_name(ScalingType s) {
   switch (s) {
@@ -90,21 +84,6 @@ void check_output_dtype(const char* op, DType d) {
                   dtype_name(d));
 }
 
-// An fp8 matrix widened to float32 in its own orientation (a column-major operand stays
-// column-major, so both are read in place by BLAS afterwards); other layouts are made
-// contiguous first.
-Tensor widen_to_f32(ThreadPool& pool, const Tensor& m) {
-  if (!m.is_contiguous() && m.t().is_contiguous()) return widen_to_f32(pool, m.t()).t();
-  const Tensor src = m.contiguous();
-  Tensor dst = empty(src.sizes(), DType::Float32);
-  const auto* in = static_cast<const uint8_t*>(src.data_ptr());
-  float* out = dst.data<float>();
-  const DType dtype = src.dtype();
-  pool.parallel_for(src.numel(), kWidenGrain,
-                    [&](int64_t begin, int64_t end) { cpu::to_f32(dtype, in + begin, out + begin, end - begin); });
-  return dst;
-}
-
 struct ScaledMmPlan {
   bool rowwise = false;
   std::optional<Tensor> bias;
@@ -112,50 +91,13 @@ struct ScaledMmPlan {
   DType out_dtype = DType::BFloat16;
 };
 
-Tensor run_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
+Tensor run_scaled_mm(const char* op, const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
                      const ScaledMmPlan& plan) {
-  ThreadPool& pool = default_thread_pool();
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const int64_t M = a.size(0), N = b.size(1);
   Tensor out = empty({M, N}, plan.out_dtype);
   if (M == 0 || N == 0) return out;
-  // The float32 product goes straight into a float32 output, else into scratch.
-  Tensor acc = plan.out_dtype == DType::Float32 ? out : empty({M, N}, DType::Float32);
-  float* c = acc.data<float>();
-  if (K == 0) {
-    acc.zero_();
-  } else {
-    const Tensor af = widen_to_f32(pool, a);
-    const Tensor bf = widen_to_f32(pool, b);
-    const int64_t zero = 0;
-    const cpu::GemmOperand ga{af.data_ptr(), &zero, af.stride(0), af.stride(1)};
-    const cpu::GemmOperand gb{bf.data_ptr(), &zero, bf.stride(0), bf.stride(1)};
-    cpu::gemm_batched(pool, DType::Float32, 1, M, N, K, ga, gb, c);
-  }
-  const Tensor sa = scale_a.contiguous(), sb = scale_b.contiguous();
-  const float* sa_p = sa.data<float>();
-  const float* sb_p = sb.data<float>();
-  Tensor bias_f;
-  if (plan.bias.has_value()) bias_f = plan.bias->reshape({N}).to(DType::Float32).contiguous();
-  const float* bias_p = bias_f.defined() ? bias_f.data<float>() : nullptr;
-  const bool rowwise = plan.rowwise;
-  const float mult = plan.output_multiplier;
-  const DType out_dtype = plan.out_dtype;
-  char* out_p = static_cast<char*>(out.data_ptr());
-  const int64_t out_row_bytes = N * static_cast<int64_t>(itemsize(out_dtype));
-  const int64_t grain = std::max<int64_t>(1, kWidenGrain / N);
-  pool.parallel_for(M, grain, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      float* row = c + m * N;
-      const float row_scale = rowwise ? sa_p[m] : sa_p[0] * sb_p[0];
-      for (int64_t n = 0; n < N; ++n) {
-        float v = row[n] * row_scale;
-        if (rowwise) v *= sb_p[n];
-        if (bias_p != nullptr) v += bias_p[n];
-        row[n] = v * mult;
-      }
-      if (out_dtype != DType::Float32) cpu::from_f32(row, out_dtype, out_p + m * out_row_bytes, N);
-    }
-  });
+  const auto kernel = backend::scaled_mm_kernels.on(a.device(), op).scaled_mm;
+  kernel(current_context(), {a, b, scale_a, scale_b, plan.rowwise, plan.bias, plan.output_multiplier, out});
   return out;
 }
 
@@ -187,7 +129,7 @@ Tensor scaled_mm(const Tensor& mat_a, const Tensor& mat_b, const Tensor& scale_a
   check_output_dtype(op, output_dtype);
   plan.bias = bias;
   plan.out_dtype = output_dtype;
-  return run_scaled_mm(mat_a, mat_b, scale_a, scale_b, plan);
+  return run_scaled_mm(op, mat_a, mat_b, scale_a, scale_b, plan);
 }
 
 Tensor _scaled_mm(const Tensor& mat1, const Tensor& mat2, const Tensor& scale_a, const Tensor& scale_b,
@@ -223,7 +165,7 @@ Tensor _scaled_mm(const Tensor& mat1, const Tensor& mat2, const Tensor& scale_a,
     plan.output_multiplier = 1.0f / scale_result->contiguous().data<float>()[0];
   }
   plan.bias = bias;
-  return run_scaled_mm(mat1, mat2, scale_a, scale_b, plan);
+  return run_scaled_mm(op, mat1, mat2, scale_a, scale_b, plan);
 }
 
 }  // namespace kiln

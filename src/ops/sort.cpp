@@ -1,8 +1,9 @@
-// Front ends of sort, argsort and topk: validation, output shapes, 0-dim inputs.
-#include "backend/cpu/reduce/sort_kernels.h"
+// Front ends of sort, argsort and topk: validation, output shapes, 0-dim inputs, then
+// the sort table's kernel (backend/sort.h).
+#include "backend/sort.h"
+#include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
-#include "kiln/thread_pool.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -12,6 +13,12 @@ void check_sortable(const Tensor& input, const char* op) {
   check_defined(input, op, "input");
   KILN_CHECK_KIND(!is_complex(input.dtype()), Type, op, "does not support complex input (got {})",
                   dtype_name(input.dtype()));
+}
+
+void run_sort(const char* op, const Tensor& input, int64_t dim, int64_t k, bool descending, bool order_selected,
+              const ValuesIndices& out) {
+  const auto kernel = backend::sort_kernels.on(input.device(), op).sort;
+  kernel(current_context(), {input, dim, k, descending, order_selected, out.values, out.indices});
 }
 
 // A 0-dim input is its own sorted line: the value, at index 0.
@@ -25,7 +32,7 @@ ValuesIndices sort(const Tensor& input, int64_t dim, bool descending, bool stabl
   const int64_t d = wrap_dim(dim, input.dim(), "sort");
   if (input.dim() == 0) return scalar_line(input);
   ValuesIndices r{empty(input.sizes(), input.dtype()), empty(input.sizes(), DType::Int64)};
-  cpu::sort_kernel(default_thread_pool(), input, d, input.sizes()[d], descending, true, r.values, r.indices);
+  run_sort("sort", input, d, input.sizes()[d], descending, true, r);
   return r;
 }
 
@@ -44,7 +51,7 @@ ValuesIndices topk(const Tensor& input, int64_t k, int64_t dim, bool largest, bo
   Shape out_shape = input.sizes();
   out_shape[d] = k;
   ValuesIndices r{empty(out_shape, input.dtype()), empty(out_shape, DType::Int64)};
-  cpu::sort_kernel(default_thread_pool(), input, d, k, largest, sorted, r.values, r.indices);
+  run_sort("topk", input, d, k, largest, sorted, r);
   return r;
 }
 

@@ -1,7 +1,5 @@
 #include "elementwise_test_util.h"
 
-#include <hwy/targets.h>
-
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -11,6 +9,7 @@
 #include "backend/cpu/elementwise/elementwise_kernels.h"
 #include "kiln/ops/creation.h"
 #include "kiln/scalar_types.h"
+#include "simd_targets.h"
 
 namespace kiln::ew_test {
 
@@ -160,15 +159,7 @@ double min_normal(DType t) {
 }
 
 void for_each_simd_target(const std::function<void()>& body) {
-  const int64_t targets = cpu::elementwise_simd_targets() & hwy::SupportedTargets();
-  ASSERT_NE(targets, 0);
-  for (int64_t rest = targets; rest != 0; rest &= rest - 1) {
-    const int64_t target = rest & -rest;
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    body();
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  simd_targets::for_each(cpu::elementwise_simd_targets(), body);
 }
 
 }  // namespace kiln::ew_test

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstring>
@@ -16,6 +15,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/scalar_types.h"
+#include "simd_targets.h"
 
 namespace linear_test {
 
@@ -133,15 +133,7 @@ inline void expect_close(const Tensor& got, const Reference& ref, int64_t K, con
 // supports, with dispatch pinned to it.
 template <typename Body>
 void for_each_target(Body body) {
-  const int64_t targets = cpu::gemv_simd_targets() & hwy::SupportedTargets();
-  ASSERT_NE(targets, 0);
-  for (int64_t rest = targets; rest != 0; rest &= rest - 1) {
-    const int64_t target = rest & -rest;
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    body();
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  simd_targets::for_each(cpu::gemv_simd_targets(), body);
 }
 
 }  // namespace linear_test

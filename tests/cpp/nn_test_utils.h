@@ -4,7 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstdint>
@@ -15,6 +14,7 @@
 
 #include "kiln/error.h"
 #include "kiln/tensor.h"
+#include "simd_targets.h"
 
 namespace kiln::nn_test {
 
@@ -85,15 +85,7 @@ inline double compute_roundoff(DType dtype) { return unit_roundoff(dtype == DTyp
 // Runs body once per Highway target in `compiled` this CPU supports, dispatch pinned to it.
 template <class Body>
 void for_each_target(int64_t compiled, Body body) {
-  const int64_t targets = compiled & hwy::SupportedTargets();
-  ASSERT_NE(targets, 0);
-  for (int64_t rest = targets; rest != 0; rest &= rest - 1) {
-    const int64_t target = rest & -rest;
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    body();
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  simd_targets::for_each(compiled, body);
 }
 
 // Expects fn to throw kiln::Error of `kind` whose message contains every piece of `texts`.

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <cmath>
 #include <complex>
@@ -17,6 +16,7 @@
 #include "backend/cpu/reduce/reduce_kernels.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 namespace kiln::reduce_test {
@@ -183,15 +183,7 @@ inline double sum_tolerance(DType dtype, int64_t n, double abs_sum, double resul
 // CPU supports, with dispatch pinned to it.
 template <class Body>
 void for_each_target(Body body) {
-  const int64_t targets = cpu::reduce_simd_targets() & hwy::SupportedTargets();
-  ASSERT_NE(targets, 0);
-  for (int64_t rest = targets; rest != 0; rest &= rest - 1) {
-    const int64_t target = rest & -rest;
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    body();
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  simd_targets::for_each(cpu::reduce_simd_targets(), body);
 }
 
 }  // namespace kiln::reduce_test

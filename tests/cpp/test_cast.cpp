@@ -2,7 +2,6 @@
 // interesting values in every layout, and the SIMD paths over every f16/bf16/fp8 code,
 // rounding boundaries and random floats, on each Highway target the CPU supports.
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 #include <kiln/dtype.h>
 #include <kiln/scalar_types.h>
 
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/cast/cast.h"
+#include "simd_targets.h"
 
 namespace {
 
@@ -326,15 +326,7 @@ void check_all_pairs() {
 // CPU supports, with dispatch pinned to it.
 template <typename Body>
 void for_each_target(Body body) {
-  const int64_t targets = cpu::cast_simd_targets() & hwy::SupportedTargets();
-  ASSERT_NE(targets, 0);
-  for (int64_t rest = targets; rest != 0; rest &= rest - 1) {
-    const int64_t target = rest & -rest;
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    body();
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  simd_targets::for_each(cpu::cast_simd_targets(), body);
 }
 
 TEST(CastAllPairs, InterestingValuesInEveryLayout) { check_all_pairs(); }

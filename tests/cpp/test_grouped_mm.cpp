@@ -11,13 +11,12 @@
 #include <string>
 #include <vector>
 
-#include <hwy/targets.h>
-
 #include "backend/cpu/matmul/grouped_mm_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/grouped_mm.h"
 #include "kiln/ops/linear.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -374,16 +373,10 @@ TEST(GroupedMm, Fp8Errors) {
 TEST(GroupedMm, SmallGroupPathsOnEachTarget) {
   // The row-major small-group kernel (and the GEMV kernels on the w.T view) with dispatch
   // pinned to each compiled target this CPU supports.
-  const int64_t targets = cpu::grouped_mm_simd_targets() & hwy::SupportedTargets();
-  ASSERT_NE(targets, 0);
-  for (int64_t rest = targets; rest != 0; rest &= rest - 1) {
-    const int64_t target = rest & -rest;
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
+  simd_targets::for_each(cpu::grouped_mm_simd_targets(), [] {
     for (DType dt : kDtypes) {
       for (bool b_col : {false, true}) check_2d_3d({0, 1, 4, 4, 12}, 14, 37, 133, dt, false, b_col, 100);
     }
     check_fp8({2, 2, 7}, 7, 45, 70, DType::BFloat16, false, 101);
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
 }

@@ -1,6 +1,5 @@
 // moe_route, moe_permute and moe_experts against plain float64 references.
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "kiln/ops/linear.h"
 #include "kiln/ops/moe.h"
 #include "linear_test_util.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 namespace {
@@ -306,17 +306,11 @@ TEST(MoeExperts, Fp8WeightsMatchReference) {
 }
 
 TEST(MoeExperts, EveryTarget) {
-  const int64_t targets = cpu::moe_simd_targets() & hwy::SupportedTargets();
-  ASSERT_NE(targets, 0);
-  for (int64_t rest = targets; rest != 0; rest &= rest - 1) {
-    const int64_t target = rest & -rest;
-    SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
+  simd_targets::for_each(cpu::moe_simd_targets(), [] {
     for (DType w : kWide) check_experts({3, 70, 37, 5, 2, w, DType::BFloat16, false, true}, 20);
     check_experts({2, 130, 40, 4, 2, DType::Float8_e4m3fn, DType::BFloat16, true}, 21);
     check_experts({2, 65, 40, 4, 2, DType::Float8_e4m3fn, DType::Float32}, 22);
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
 }
 
 TEST(MoeExperts, FusedLayoutEqualsPerExpertTensors) {

@@ -28,6 +28,7 @@
 #include <optional>
 #include <utility>
 
+#include "kiln/scalar_types.h"  // kFp8ScaleBlock
 #include "kiln/tensor.h"
 
 namespace kiln {

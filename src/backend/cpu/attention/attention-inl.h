@@ -15,7 +15,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backend/cpu/common/codecs-inl.h"
 #include "backend/cpu/common/fast_exp-inl.h"
+#include "kiln/int_math.h"
 #include "kiln/scalar_types.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -47,23 +49,7 @@ HWY_INLINE void WidenRow(const T* HWY_RESTRICT src, int64_t n, int64_t n_pad, C 
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto vscale = hn::Set(d, scale);
   int64_t i = 0;
-  if constexpr (std::is_same_v<T, C>) {
-    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, src + i), vscale), d, dst + i);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    // bf16 is the high half of a float32: widen the bits and shift them up.
-    const hn::RebindToUnsigned<decltype(d)> du32;
-    const hn::Rebind<uint16_t, decltype(d)> du16;
-    const auto* bits = reinterpret_cast<const uint16_t*>(src);
-    for (; i + N <= n; i += N) {
-      const auto wide = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, bits + i)));
-      hn::StoreU(hn::Mul(hn::BitCast(d, wide), vscale), d, dst + i);
-    }
-  } else {
-    static_assert(std::is_same_v<T, Half>);
-    const hn::Rebind<hwy::float16_t, decltype(d)> df16;
-    const auto* halves = reinterpret_cast<const hwy::float16_t*>(src);
-    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::PromoteTo(d, hn::LoadU(df16, halves + i)), vscale), d, dst + i);
-  }
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(codecs::LoadWidened(d, src + i), vscale), d, dst + i);
   for (; i < n; ++i) dst[i] = WidenScalar<C>(src[i]) * scale;
   for (; i < n_pad; ++i) dst[i] = C(0);
 }
@@ -146,7 +132,7 @@ HWY_INLINE void AccumulatePV(D d, const C* P, int64_t p_si, int64_t p_sj, int64_
 template <typename C>
 HWY_INLINE int64_t PadToLanes(int64_t n) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<C>()));
-  return (n + N - 1) / N * N;
+  return ceil_div(n, N) * N;
 }
 
 }  // namespace kiln::cpu::HWY_NAMESPACE

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "backend/cpu/attention/attention-inl.h"
+#include "backend/cpu/common/codecs-inl.h"
 #include "backend/cpu/attention/attention_kernels.h"
 #include "kiln/scalar_types.h"
 #include "kiln/thread_pool.h"
@@ -80,23 +81,7 @@ constexpr size_t KeysPerGroup() {
 #endif
 }
 
-// One vector of n lanes of T at p, widened to the compute dtype of d.
-template <class D, typename T>
-HWY_INLINE hn::Vec<D> LoadWide(D d, const T* HWY_RESTRICT p) {
-  if constexpr (std::is_same_v<T, hn::TFromD<D>>) {
-    return hn::LoadU(d, p);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    // bf16 is the high half of a float32: widen the bits and shift them up.
-    const hn::RebindToUnsigned<D> du32;
-    const hn::Rebind<uint16_t, D> du16;
-    const auto bits = hn::PromoteTo(du32, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p)));
-    return hn::BitCast(d, hn::ShiftLeft<16>(bits));
-  } else {
-    static_assert(std::is_same_v<T, Half>);
-    const hn::Rebind<hwy::float16_t, D> df16;
-    return hn::PromoteTo(d, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(p)));
-  }
-}
+using codecs::LoadWidened;
 
 // Level one of the tree: v[0..G) -> one vector whose lane i of each 128-bit block is the
 // sum of that block of v[i] (G = KeysPerGroup).
@@ -195,7 +180,7 @@ HWY_INLINE void ScoreBlock(D d, const C* HWY_RESTRICT qs, int64_t e_pad, int64_t
       V qv[RB];
       for (int t = 0; t < RB; ++t) qv[t] = hn::LoadU(d, qs + t * e_pad + off);
       for (size_t i = 0; i < G; ++i) {
-        const V kv = LoadWide(d, kr[i] + off);
+        const V kv = LoadWidened(d, kr[i] + off);
         for (int t = 0; t < RB; ++t) acc[t][i] = hn::MulAdd(qv[t], kv, acc[t][i]);
       }
     }
@@ -239,7 +224,7 @@ HWY_INLINE void AccumulateBlock(D d, const C* HWY_RESTRICT p, int64_t nS, const 
   for (int64_t j = 0; j < nS; ++j) {
     pf.Row(j);
     V vv[CV];
-    for (int c = 0; c < CV; ++c) vv[c] = LoadWide(d, v + j * v_stride + c * N);
+    for (int c = 0; c < CV; ++c) vv[c] = LoadWidened(d, v + j * v_stride + c * N);
     for (int t = 0; t < RB; ++t) {
       const V pr = hn::Set(d, p[t * N + j]);
       for (int c = 0; c < CV; ++c) a[t][c] = hn::MulAdd(pr, vv[c], a[t][c]);
@@ -421,9 +406,9 @@ void AttentionDecode(const AttentionProblem& p, ThreadPool& pool) {
   const int64_t groups = static_cast<int64_t>(group_start.size());
   group_start.push_back(p.rows);
   // Enough items that every thread has two, but no slice under kMinSlice keys.
-  const int64_t want = (2 * pool.num_threads() + groups - 1) / groups;
+  const int64_t want = ceil_div(2 * pool.num_threads(), groups);
   const int64_t slices = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, p.S / kMinSlice));
-  const int64_t slice_len = (p.S + slices - 1) / slices;
+  const int64_t slice_len = ceil_div(p.S, slices);
 
   // With one slice the items write the output; otherwise part[(row * slices + slice)]
   // holds each slice's acc (Ev), max and sum for the merge.

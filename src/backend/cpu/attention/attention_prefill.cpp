@@ -178,7 +178,7 @@ template <typename T>
 void AttentionGeneral(const AttentionProblem& p, ThreadPool& pool) {
   using C = AttnCompute<T>;
   const int64_t lb = kRowVecs * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<C>()));
-  const int64_t q_blocks = (p.L + lb - 1) / lb;
+  const int64_t q_blocks = ceil_div(p.L, lb);
   const int64_t ev_pad = PadToLanes<C>(p.Ev);
   pool.parallel_for(p.rows * q_blocks, 1, [&](int64_t begin, int64_t end) {
     Scratch<T> s;

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "backend/cpu/cast/cast.h"
+#include "backend/cpu/common/codecs-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
@@ -123,12 +124,10 @@ void F16ToF32(const uint16_t* src, float* dst, int64_t n) {
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    const auto bits = hn::LoadU(du16, src + i);
     if constexpr (kHardwareF16) {
-      const hn::Rebind<hwy::float16_t, DF> df16;
-      hn::StoreU(hn::PromoteTo(df, hn::BitCast(df16, bits)), df, dst + i);
+      hn::StoreU(codecs::LoadF16(df, src + i), df, dst + i);
     } else {
-      hn::StoreU(DecodeSmallFloat<detail::HalfFormat>(hn::PromoteTo(du, bits)), df, dst + i);
+      hn::StoreU(DecodeSmallFloat<detail::HalfFormat>(hn::PromoteTo(du, hn::LoadU(du16, src + i))), df, dst + i);
     }
   }
   for (; i < n; ++i) dst[i] = half_bits_to_float(src[i]);
@@ -154,14 +153,9 @@ void F32ToF16(const float* src, uint16_t* dst, int64_t n) {
 
 void Bf16ToF32(const uint16_t* src, float* dst, int64_t n) {
   const DF df;
-  const DU du;
-  const hn::Rebind<uint16_t, DF> du16;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const VU wide = hn::PromoteTo(du, hn::LoadU(du16, src + i));
-    hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(wide)), df, dst + i);
-  }
+  for (; i + lanes <= n; i += lanes) hn::StoreU(codecs::LoadBf16(df, src + i), df, dst + i);
   for (; i < n; ++i) dst[i] = bf16_bits_to_float(src[i]);
 }
 

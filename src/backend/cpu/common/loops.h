@@ -17,13 +17,14 @@
 #include <utility>
 
 #include "backend/cpu/cast/cast.h"
+#include "backend/elementwise.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
 #include "kiln/thread_pool.h"
 
 namespace kiln::cpu {
 
-inline constexpr int kMaxLoopDims = 16;
+using backend::kMaxLoopDims;
 inline constexpr int64_t kLoopChunk = 512;     // elements per kernel call
 inline constexpr int64_t kLoopGrain = 16384;   // minimum elements per thread
 

@@ -4,8 +4,8 @@
 // (loops.h) hands them over: f32 for f16/bf16/fp8 storage, f64, native integers and
 // bool (one byte, 0 or 1), std::complex<float|double>. Comparisons, logical ops and
 // isnan/isinf/isfinite write bool; complex abs writes the real dtype; everything else
-// writes the compute dtype of its inputs. The front end looks a kernel up once per op
-// call (a table lookup, never a per-element switch) and runs it chunk by chunk.
+// writes the compute dtype of its inputs. The table entries (register.cpp) look a kernel
+// up once per op call (never a per-element switch) and run it chunk by chunk.
 //
 // Float32/float64 kernels are Highway SIMD, compiled per target and picked at run time
 // at lookup, except those PyTorch defines by a C library function (fmod-based floor
@@ -13,104 +13,24 @@
 // complex kernels are plain loops the compiler vectorises.
 #pragma once
 
-#include <complex>
 #include <cstdint>
 
+#include "backend/elementwise.h"
 #include "kiln/dtype.h"
 
 namespace kiln::cpu {
 
-// Per-call constants, already validated by the front end. A kernel converts the one it
-// needs to its compute type once per call: float kernels read `f`, integer and bool
-// kernels `i` (the bit pattern, so uint64 values survive), complex kernels `c`.
-struct KernelScalar {
-  double f = 0;
-  int64_t i = 0;
-  std::complex<double> c{};
-};
-
-struct KernelArgs {
-  KernelScalar alpha;      // add: out = a + alpha * b
-  KernelScalar beta;       // softplus: beta
-  KernelScalar threshold;  // softplus: threshold
-};
+using backend::BinaryOp;
+using backend::KernelArgs;
+using backend::KernelScalar;
+using backend::TernaryOp;
+using backend::UnaryOp;
+using backend::writes_bool;
 
 using UnaryKernel = void (*)(char* out, const char* in, int64_t n, const KernelArgs& args);
 using BinaryKernel = void (*)(char* out, const char* a, const char* b, int64_t n, const KernelArgs& args);
 using TernaryKernel = void (*)(char* out, const char* a, const char* b, const char* c, int64_t n,
                                const KernelArgs& args);
-
-enum class UnaryOp : uint8_t {
-  // Same dtype in and out.
-  Abs,  // complex: writes the real dtype
-  Neg,
-  Sign,
-  Square,           // x * x (pow(x, 2))
-  Cube,             // x * x * x (pow(x, 3))
-  Reciprocal,       // 1 / x
-  ReciprocalSquare, // 1 / (x * x) (pow(x, -2))
-  Sqrt,
-  Rsqrt,
-  Exp,
-  Exp2,
-  Expm1,
-  Log,
-  Log2,
-  Log1p,
-  Sin,
-  Cos,
-  Tanh,
-  Sigmoid,
-  Silu,
-  Gelu,      // x * Phi(x), exact
-  GeluTanh,  // gelu(approximate="tanh")
-  Softplus,  // log1p(exp(beta * x)) / beta, or x where beta * x > threshold
-  Relu,
-  Floor,
-  Ceil,
-  Round,  // half to even
-  Trunc,
-  BitwiseNot,
-  // Bool out.
-  LogicalNot,
-  IsNan,
-  IsInf,
-  IsFinite,
-};
-
-enum class BinaryOp : uint8_t {
-  // Same dtype in and out.
-  Add,  // a + alpha * b
-  Mul,
-  Div,       // true division (floats and complex)
-  DivTrunc,  // integers: throws ZeroDivisionError on b == 0
-  DivFloor,
-  Remainder,  // Python's: the sign of b
-  Pow,
-  Maximum,  // NaN propagates
-  Minimum,
-  Atan2,
-  BitwiseAnd,
-  BitwiseOr,
-  BitwiseXor,
-  LeftShift,
-  RightShift,
-  // Bool out (writes_bool relies on these coming last).
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  LogicalAnd,
-  LogicalOr,
-  LogicalXor,
-};
-
-enum class TernaryOp : uint8_t {
-  Where,  // cond (bool bytes), a, b -> cond ? a : b
-  Clamp,  // x, lo, hi -> min(max(x, lo), hi), NaN propagating
-};
 
 // Per family (defined in the *_kernels*.cpp files; unary_kernel() and friends below
 // route by dtype). Each returns nullptr for an op or dtype it does not implement.
@@ -129,12 +49,6 @@ TernaryKernel where_kernel(DType compute);
 
 // The Highway targets (HWY_* bits) the SIMD kernels were compiled for; tests pin each.
 int64_t elementwise_simd_targets();
-
-// Whether the op writes bool (one byte per element) rather than its compute dtype.
-inline bool writes_bool(UnaryOp op) {
-  return op == UnaryOp::LogicalNot || op == UnaryOp::IsNan || op == UnaryOp::IsInf || op == UnaryOp::IsFinite;
-}
-inline bool writes_bool(BinaryOp op) { return op >= BinaryOp::Eq; }
 
 // The kernel for `op` on arrays of `compute` dtype (a compute dtype: never f16, bf16
 // or fp8), or nullptr when the op is not defined for that dtype. For Where, `compute`

@@ -106,6 +106,20 @@ void gather_by_size(ThreadPool& pool, const Tensor& out, const Tensor& input, in
 
 }  // namespace
 
+std::vector<int64_t> index_values(const Tensor& index) {
+  const int64_t n = index.numel();
+  const int64_t stride = index.dim() == 0 ? 0 : index.stride(0);
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  if (index.dtype() == DType::Int64) {
+    const int64_t* p = index.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) rows[i] = p[i * stride];
+  } else {
+    const int32_t* p = index.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i) rows[i] = p[i * stride];
+  }
+  return rows;
+}
+
 void index_select_rows(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim,
                        const std::vector<int64_t>& rows) {
   switch (input.element_size()) {

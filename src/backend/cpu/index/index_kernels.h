@@ -1,5 +1,6 @@
-// CPU kernels behind the indexing ops (internal). The front ends in ops/index_ops.cpp
-// validate shapes and dtypes and allocate the outputs; these move the data.
+// CPU kernels behind the indexing ops (internal), installed in the index table
+// (backend/index.h) by register.cpp. The front ends in ops/index_ops.cpp validate shapes
+// and dtypes and allocate the outputs; these move the data.
 //
 // Kernels that only move data (index_select, gather, masked_fill, masked_select) are
 // chosen by element size, not dtype, so fp8 and every other dtype are copied bit for
@@ -14,6 +15,9 @@
 #include "kiln/thread_pool.h"
 
 namespace kiln::cpu {
+
+// The values of a 1-D or 0-D int32/int64 index tensor as int64, in order.
+std::vector<int64_t> index_values(const Tensor& index);
 
 // out.select(dim, j) = input.select(dim, rows[j]) for every j (the caller checked each
 // row is in [0, input.size(dim))). out has input's shape with rows.size() at dim and the

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cast/cast.h"
 #include "backend/cpu/linear/linear_kernels.h"
+#include "kiln/int_math.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cpu {
@@ -77,7 +78,7 @@ int64_t quantize_fp8_rows(ThreadPool& pool, const void* w, DType dtype, int64_t 
 
 void dequantize_fp8_rows(ThreadPool& pool, const LinearWeight& w, float* out) {
   const int64_t K = w.K;
-  const int64_t k_blocks = (K + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+  const int64_t k_blocks = ceil_div(K, kFp8ScaleBlock);
   pool.parallel_for(w.N, row_grain(K), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
       float* row = out + n * K;

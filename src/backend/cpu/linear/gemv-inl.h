@@ -65,8 +65,10 @@
 #include <type_traits>
 
 #include "backend/cpu/cast/cast.h"
+#include "backend/cpu/common/codecs-inl.h"
 #include "backend/cpu/linear/linear_kernels.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
@@ -188,10 +190,8 @@ struct SimdF16Weights {
   static constexpr float kDecodedPerReal = 1.0f;
   HWY_INLINE void Load(const T* HWY_RESTRICT p, VF* w) const {
     const DF df;
-    const hn::Rebind<uint16_t, DF> du16;
-    const hn::Rebind<hwy::float16_t, DF> df16;
-    w[0] = hn::PromoteTo(df, hn::BitCast(df16, hn::LoadU(du16, p)));
-    w[1] = hn::PromoteTo(df, hn::BitCast(df16, hn::LoadU(du16, p + hn::Lanes(df))));
+    w[0] = codecs::LoadF16(df, p);
+    w[1] = codecs::LoadF16(df, p + hn::Lanes(df));
   }
 };
 
@@ -346,7 +346,7 @@ template <class Dec>
 void PrepareX(const LinearActivations& act, int64_t K, float* HWY_RESTRICT xs) {
   const DF df;
   const int64_t step = StepOf<Dec>(df);
-  const int64_t padded = (K + step - 1) / step * step;
+  const int64_t padded = ceil_div(K, step) * step;
   to_f32(act.dtype, act.x, xs, K);
   std::fill(xs + K, xs + padded, 0.0f);
   if constexpr (Dec::kPermutesX) {
@@ -458,7 +458,7 @@ void GemvRows(const LinearWeight& w, const LinearActivations& act, const float* 
   using T = typename Dec::T;
   const T* base = static_cast<const T*>(w.data);
   const int64_t K = w.K, ldw = w.row_stride;
-  const int64_t k_blocks = (K + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+  const int64_t k_blocks = ceil_div(K, kFp8ScaleBlock);
   constexpr float kUndoDecode = 1.0f / Dec::kDecodedPerReal;  // a power of two: exact
   const auto finish = [&](int64_t n, float sum) {
     float v = sum * kUndoDecode;
@@ -502,7 +502,7 @@ HWY_INLINE float* WorkerXScratch(int64_t floats) {
 template <class Dec, DType kOut, bool kScaled, bool kBlocked>
 void RunGemv(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* xs) {
   constexpr int kRows = kGemvRowsPerPass;
-  const int64_t groups = (w.N + kRows - 1) / kRows;
+  const int64_t groups = ceil_div(w.N, kRows);
   const int64_t group_bytes = kRows * w.K * static_cast<int64_t>(sizeof(typename Dec::T));
   const int64_t grain = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(group_bytes, 1));
   pool.parallel_for(groups, grain, [&](int64_t g0, int64_t g1) {

@@ -63,7 +63,7 @@ void DecodeRowsToF32(const LinearWeight& w, int64_t n0, int64_t rows, float* HWY
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t step = StepOf<Dec>(df);
   const int64_t K = w.K;
-  const int64_t k_blocks = (K + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+  const int64_t k_blocks = ceil_div(K, kFp8ScaleBlock);
   constexpr float kUndoDecode = 1.0f / Dec::kDecodedPerReal;
   const std::conditional_t<Dec::kPermutesX, SlotSources<Dec>, NoSlotSources> sources;
   const auto* base = static_cast<const uint8_t*>(w.data);

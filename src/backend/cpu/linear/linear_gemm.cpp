@@ -11,15 +11,15 @@
 //     to the activation dtype once at the end. OpenBLAS's sgemm kernels beat anything
 //     hand-written here for M >= 2, and the widening costs K per weight row per call
 //     against M*K multiply-adds.
-#include <cblas.h>
-
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include "backend/cpu/matmul/blas.h"
 #include "backend/cpu/cast/cast.h"
 #include "backend/cpu/linear/linear_kernels.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cpu {
@@ -36,8 +36,6 @@ constexpr int64_t kWidePanelBytes = int64_t{256} << 10;
 // Elements per task when widening X or rounding C.
 constexpr int64_t kConvertGrain = int64_t{1} << 16;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // W rows per panel: at most `cap`, at least one aligned group, and small enough that every
 // thread gets a panel when N allows.
 int64_t panel_rows(int64_t N, int64_t cap, int threads) {
@@ -49,31 +47,6 @@ int64_t panel_grain(int64_t M, int64_t K, int64_t rows) {
   const double work = static_cast<double>(M) * static_cast<double>(K) * static_cast<double>(rows);
   return std::max<int64_t>(1, static_cast<int64_t>(kMinTaskWork / std::max(work, 1.0)));
 }
-
-template <typename T>
-struct Blas;
-
-template <>
-struct Blas<float> {
-  static void gemm(int m, int n, int k, const float* x, int ldx, const float* w, int ldw, float beta, float* c,
-                   int ldc) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, ldx, w, ldw, beta, c, ldc);
-  }
-  static void gemv(int n, int k, const float* w, int ldw, const float* x, float beta, float* y) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, ldw, x, 1, beta, y, 1);
-  }
-};
-
-template <>
-struct Blas<double> {
-  static void gemm(int m, int n, int k, const double* x, int ldx, const double* w, int ldw, double beta, double* c,
-                   int ldc) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, x, ldx, w, ldw, beta, c, ldc);
-  }
-  static void gemv(int n, int k, const double* w, int ldw, const double* x, double beta, double* y) {
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0, w, ldw, x, 1, beta, y, 1);
-  }
-};
 
 // C[m, n0 + j] = bias[(n0 + j) * stride] for every row m; returns the beta to use.
 template <typename T>
@@ -101,10 +74,12 @@ void gemm_in_place(ThreadPool& pool, const LinearWeight& w, const LinearActivati
     const int64_t n0 = p0 * rows, cols = std::min(N, p1 * rows) - n0;
     const T beta = init_with_bias(bias, act.bias_stride, y, N, M, n0, cols);
     if (M == 1) {
-      Blas<T>::gemv(static_cast<int>(cols), static_cast<int>(K), wt + n0 * ldw, static_cast<int>(ldw), x, beta, y + n0);
+      blas::gemv(false, static_cast<int>(cols), static_cast<int>(K), wt + n0 * ldw, static_cast<int>(ldw), x, 1, beta,
+                 y + n0, 1);
     } else {
-      Blas<T>::gemm(static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), x, static_cast<int>(K),
-                    wt + n0 * ldw, static_cast<int>(ldw), beta, y + n0, static_cast<int>(N));
+      // B = W^T: W's rows read in place as a transposed operand.
+      blas::gemm(false, true, static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), x, static_cast<int>(K),
+                 wt + n0 * ldw, static_cast<int>(ldw), beta, y + n0, static_cast<int>(N));
     }
   });
 }
@@ -160,23 +135,52 @@ void gemm_widened(ThreadPool& pool, const LinearWeight& w, const LinearActivatio
         }
       }
       const float beta = init_with_bias(bias, act.bias_stride == 0 ? 0 : 1, c, N, M, n0, cols);
-      Blas<float>::gemm(static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), x, static_cast<int>(K), panel,
-                        static_cast<int>(K), beta, c + n0, static_cast<int>(N));
+      blas::gemm(false, true, static_cast<int>(M), static_cast<int>(cols), static_cast<int>(K), x, static_cast<int>(K),
+                 panel, static_cast<int>(K), beta, c + n0, static_cast<int>(N));
     }
   });
   if (!f32_io) convert_parallel(pool, M * N, false, act.dtype, c, act.y);
 }
 
+// BLAS needs each W row to start at least K elements after the previous one, and the
+// step to fit in an int.
+bool blas_steps_over_rows(const LinearWeight& w) {
+  return w.N <= 1 || (w.row_stride >= w.K && w.row_stride <= INT_MAX);
+}
+
+// W's rows copied into a contiguous [N, K] buffer (held by `keep`).
+LinearWeight packed_rows(ThreadPool& pool, const LinearWeight& w, Tensor& keep) {
+  const int64_t isz = static_cast<int64_t>(itemsize(w.dtype));
+  const size_t row_bytes = static_cast<size_t>(w.K * isz);
+  keep = Tensor::empty({w.N, w.K}, w.dtype);
+  const char* src = static_cast<const char*>(w.data);
+  char* dst = static_cast<char*>(keep.data_ptr());
+  const int64_t grain = std::max<int64_t>(1, kConvertGrain / std::max<int64_t>(w.K, 1));
+  pool.parallel_for(w.N, grain, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      std::memcpy(dst + n * w.K * isz, src + n * w.row_stride * isz, row_bytes);
+    }
+  });
+  LinearWeight packed = w;
+  packed.data = dst;
+  packed.row_stride = w.K;
+  return packed;
+}
+
 }  // namespace
 
-void linear_gemm(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act) {
+void linear_gemm(ThreadPool& pool, const LinearWeight& weight, const LinearActivations& act) {
+  // float32 / float64 weights are read in place by BLAS.
+  const bool in_place = weight.dtype == act.dtype && (act.dtype == DType::Float32 || act.dtype == DType::Float64);
+  Tensor packed_keep;
+  const LinearWeight w = in_place && !blas_steps_over_rows(weight) ? packed_rows(pool, weight, packed_keep) : weight;
   KILN_CHECK_KIND(act.M <= INT_MAX && w.N <= INT_MAX && w.K <= INT_MAX && (w.N == 1 || w.row_stride <= INT_MAX),
                   NotImplemented, "linear",
                   "matrices with a dimension or row stride beyond 2^31 - 1 are not supported (M={}, N={}, K={})",
                   act.M, w.N, w.K);
   ensure_blas_single_threaded();
-  if (w.dtype == act.dtype && act.dtype == DType::Float32) return gemm_in_place<float>(pool, w, act);
-  if (w.dtype == act.dtype && act.dtype == DType::Float64) return gemm_in_place<double>(pool, w, act);
+  if (in_place && act.dtype == DType::Float32) return gemm_in_place<float>(pool, w, act);
+  if (in_place) return gemm_in_place<double>(pool, w, act);
   gemm_widened(pool, w, act);
 }
 

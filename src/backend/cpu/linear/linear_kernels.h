@@ -12,48 +12,15 @@
 
 #include <cstdint>
 
+#include "backend/linear.h"
 #include "kiln/dtype.h"
 #include "kiln/thread_pool.h"
 
 namespace kiln::cpu {
 
-// Side of the square weight blocks that share one scale in HF FP8 checkpoints
-// (`weight_block_size: [128, 128]`).
-inline constexpr int64_t kFp8ScaleBlock = 128;
-
-// How a float8_e4m3fn weight's float32 scales are laid out (w_real = w_fp8 * scale).
-enum class Fp8ScaleLayout {
-  PerRow,    // scale[n]: one per output row
-  Block128,  // scale[n / 128 * ceil(K / 128) + k / 128]: HF `weight_scale_inv`
-};
-
-// The weight operand shared by both paths: N rows of K elements, row n starting at
-// data + n * row_stride elements, unit stride inside a row. Any row stride >= 0 works
-// for the GEMV kernels (rows may even overlap); linear_gemm's direct BLAS path needs
-// row_stride >= K when N > 1.
-struct LinearWeight {
-  const void* data = nullptr;
-  DType dtype = DType::Float32;
-  int64_t row_stride = 0;
-  int64_t N = 0;
-  int64_t K = 0;
-  // float8_e4m3fn only: contiguous float32 scales in `scale_layout`.
-  const float* scale = nullptr;
-  Fp8ScaleLayout scale_layout = Fp8ScaleLayout::PerRow;
-};
-
-// Activations x, bias and output y all have `dtype` (float32, bfloat16 or float16 for the
-// GEMV kernels; also float64 for linear_gemm). x is a contiguous [M, K] array, y a
-// contiguous [M, N] array; the bias (optional) is bias[n * bias_stride], where stride 0
-// broadcasts one value to every output.
-struct LinearActivations {
-  DType dtype = DType::Float32;
-  const void* x = nullptr;
-  int64_t M = 1;
-  const void* bias = nullptr;
-  int64_t bias_stride = 1;
-  void* y = nullptr;
-};
+using backend::Fp8ScaleLayout;
+using backend::LinearActivations;
+using backend::LinearWeight;
 
 // Floats of per-call scratch the GEMV kernels need for x converted to f32 (K padded to
 // whole SIMD steps on every target).
@@ -67,6 +34,8 @@ void gemv_f32(ThreadPool& pool, const LinearWeight& w, const LinearActivations& 
 void gemv_bf16(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* x_scratch);
 void gemv_f16(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* x_scratch);
 void gemv_fp8(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* x_scratch);
+// The GEMV kernel of a weight dtype, or nullptr (float64 and the rest go to linear_gemm).
+GemvFn gemv_for(DType weight_dtype);
 
 // The Highway targets (HWY_* bits) any GEMV kernel was compiled for (the FP8 kernel also
 // has AVX3_DL); tests pin each one the CPU supports with hwy::SetSupportedTargetsForTest
@@ -79,8 +48,8 @@ int64_t gemv_simd_targets();
 void fp8_rows_to_f32(const LinearWeight& w, int64_t n0, int64_t rows, float* out);
 
 // Any number of rows (including one, for float64) through OpenBLAS: float32/float64
-// weights of act.dtype are read in place, other weights are widened to f32 panels.
-// K > 0, M > 0, N > 0.
+// weights of act.dtype are read in place (rows packed first when BLAS cannot step over
+// them), other weights are widened to f32 panels. K > 0, M > 0, N > 0.
 void linear_gemm(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act);
 
 // Row-wise float8_e4m3fn quantisation of an [N, K] float32 / bfloat16 / float16 matrix

@@ -1,5 +1,6 @@
 // Batched GEMM over OpenBLAS (float32/64, complex64/128) and the integer loop, with
-// the work split over kiln's pool (see the threading note in blas.h).
+// the work split over kiln's pool (see the threading note in blas.h), and the typed BLAS
+// calls every CPU kernel multiplies through.
 #include "backend/cpu/matmul/blas.h"
 
 #include <cblas.h>
@@ -13,6 +14,7 @@
 
 #include "backend/cpu/matmul/gemm_int.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 
 namespace kiln::cpu {
 
@@ -47,68 +49,6 @@ std::optional<Layout> blas_layout(int64_t rows, int64_t cols, int64_t row_stride
   return std::nullopt;
 }
 
-CBLAS_TRANSPOSE trans(const Layout& l) { return l.transposed ? CblasTrans : CblasNoTrans; }
-
-// y = op(A) x with the stored matrix rows x cols (row-major, lda), and C = op(A) op(B).
-template <typename T>
-struct Blas;
-
-template <>
-struct Blas<float> {
-  static void gemv(CBLAS_TRANSPOSE t, int rows, int cols, const void* a, int lda, const void* x, int incx, void* y,
-                   int incy) {
-    cblas_sgemv(CblasRowMajor, t, rows, cols, 1.0f, static_cast<const float*>(a), lda, static_cast<const float*>(x),
-                incx, 0.0f, static_cast<float*>(y), incy);
-  }
-  static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const void* a, int lda, const void* b,
-                   int ldb, void* c, int ldc) {
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, static_cast<const float*>(a), lda, static_cast<const float*>(b),
-                ldb, 0.0f, static_cast<float*>(c), ldc);
-  }
-};
-
-template <>
-struct Blas<double> {
-  static void gemv(CBLAS_TRANSPOSE t, int rows, int cols, const void* a, int lda, const void* x, int incx, void* y,
-                   int incy) {
-    cblas_dgemv(CblasRowMajor, t, rows, cols, 1.0, static_cast<const double*>(a), lda, static_cast<const double*>(x),
-                incx, 0.0, static_cast<double*>(y), incy);
-  }
-  static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const void* a, int lda, const void* b,
-                   int ldb, void* c, int ldc) {
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, static_cast<const double*>(a), lda,
-                static_cast<const double*>(b), ldb, 0.0, static_cast<double*>(c), ldc);
-  }
-};
-
-template <>
-struct Blas<std::complex<float>> {
-  static void gemv(CBLAS_TRANSPOSE t, int rows, int cols, const void* a, int lda, const void* x, int incx, void* y,
-                   int incy) {
-    const std::complex<float> one(1), zero(0);
-    cblas_cgemv(CblasRowMajor, t, rows, cols, &one, a, lda, x, incx, &zero, y, incy);
-  }
-  static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const void* a, int lda, const void* b,
-                   int ldb, void* c, int ldc) {
-    const std::complex<float> one(1), zero(0);
-    cblas_cgemm(CblasRowMajor, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc);
-  }
-};
-
-template <>
-struct Blas<std::complex<double>> {
-  static void gemv(CBLAS_TRANSPOSE t, int rows, int cols, const void* a, int lda, const void* x, int incx, void* y,
-                   int incy) {
-    const std::complex<double> one(1), zero(0);
-    cblas_zgemv(CblasRowMajor, t, rows, cols, &one, a, lda, x, incx, &zero, y, incy);
-  }
-  static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const void* a, int lda, const void* b,
-                   int ldb, void* c, int ldc) {
-    const std::complex<double> one(1), zero(0);
-    cblas_zgemm(CblasRowMajor, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc);
-  }
-};
-
 // One panel through OpenBLAS. A single output row or column goes to gemv: OpenBLAS
 // 0.3.21's gemm packs both operands even when one of them is a vector.
 template <typename T>
@@ -117,24 +57,27 @@ void blas_tile(DType, const GemmTile& t) {
   const Layout lb = *blas_layout(t.k, t.n, t.b_rs, t.b_cs);
   const int m = static_cast<int>(t.m), n = static_cast<int>(t.n), k = static_cast<int>(t.k);
   const int ldc = static_cast<int>(t.ldc);
+  const T* a = reinterpret_cast<const T*>(t.a);
+  const T* b = reinterpret_cast<const T*>(t.b);
+  T* c = reinterpret_cast<T*>(t.c);
   if (t.n == 1) {
     // y = A x: x is B's only column, y is C's.
     const int incx = lb.transposed ? 1 : lb.ld;
     if (la.transposed) {
-      Blas<T>::gemv(CblasTrans, k, m, t.a, la.ld, t.b, incx, t.c, ldc);
+      blas::gemv(true, k, m, a, la.ld, b, incx, T(0), c, ldc);
     } else {
-      Blas<T>::gemv(CblasNoTrans, m, k, t.a, la.ld, t.b, incx, t.c, ldc);
+      blas::gemv(false, m, k, a, la.ld, b, incx, T(0), c, ldc);
     }
   } else if (t.m == 1) {
     // y = B^T x: x is A's only row, y is C's.
     const int incx = la.transposed ? la.ld : 1;
     if (lb.transposed) {
-      Blas<T>::gemv(CblasNoTrans, n, k, t.b, lb.ld, t.a, incx, t.c, 1);
+      blas::gemv(false, n, k, b, lb.ld, a, incx, T(0), c, 1);
     } else {
-      Blas<T>::gemv(CblasTrans, k, n, t.b, lb.ld, t.a, incx, t.c, 1);
+      blas::gemv(true, k, n, b, lb.ld, a, incx, T(0), c, 1);
     }
   } else {
-    Blas<T>::gemm(trans(la), trans(lb), m, n, k, t.a, la.ld, t.b, lb.ld, t.c, ldc);
+    blas::gemm(la.transposed, lb.transposed, m, n, k, a, la.ld, b, lb.ld, T(0), c, ldc);
   }
 }
 
@@ -149,8 +92,6 @@ TileFn tile_fn(DType dtype) {
     default: return is_integral(dtype) ? &integer_gemm_tile : nullptr;
   }
 }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
@@ -225,5 +166,49 @@ void gemm_batched(ThreadPool& pool, DType dtype, int64_t batch, int64_t M, int64
     }
   });
 }
+
+namespace blas {
+namespace {
+
+CBLAS_TRANSPOSE op(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
+
+}  // namespace
+
+void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float beta,
+          float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, op(ta), op(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b, int ldb, double beta,
+          double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, op(ta), op(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(bool ta, bool tb, int m, int n, int k, const c64* a, int lda, const c64* b, int ldb, c64 beta, c64* c,
+          int ldc) {
+  const c64 one(1);
+  cblas_cgemm(CblasRowMajor, op(ta), op(tb), m, n, k, &one, a, lda, b, ldb, &beta, c, ldc);
+}
+void gemm(bool ta, bool tb, int m, int n, int k, const c128* a, int lda, const c128* b, int ldb, c128 beta, c128* c,
+          int ldc) {
+  const c128 one(1);
+  cblas_zgemm(CblasRowMajor, op(ta), op(tb), m, n, k, &one, a, lda, b, ldb, &beta, c, ldc);
+}
+void gemv(bool t, int rows, int cols, const float* a, int lda, const float* x, int incx, float beta, float* y,
+          int incy) {
+  cblas_sgemv(CblasRowMajor, op(t), rows, cols, 1.0f, a, lda, x, incx, beta, y, incy);
+}
+void gemv(bool t, int rows, int cols, const double* a, int lda, const double* x, int incx, double beta, double* y,
+          int incy) {
+  cblas_dgemv(CblasRowMajor, op(t), rows, cols, 1.0, a, lda, x, incx, beta, y, incy);
+}
+void gemv(bool t, int rows, int cols, const c64* a, int lda, const c64* x, int incx, c64 beta, c64* y, int incy) {
+  const c64 one(1);
+  cblas_cgemv(CblasRowMajor, op(t), rows, cols, &one, a, lda, x, incx, &beta, y, incy);
+}
+void gemv(bool t, int rows, int cols, const c128* a, int lda, const c128* x, int incx, c128 beta, c128* y, int incy) {
+  const c128 one(1);
+  cblas_zgemv(CblasRowMajor, op(t), rows, cols, &one, a, lda, x, incx, &beta, y, incy);
+}
+
+}  // namespace blas
 
 }  // namespace kiln::cpu

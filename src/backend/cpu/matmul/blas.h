@@ -1,7 +1,8 @@
 // Batched GEMM on the CPU (internal): OpenBLAS for float32/float64/complex, an exact
-// blocked loop for integers. Front ends (ops/matmul.cpp, and later linear) describe
-// each operand by a base pointer, per-batch offsets and 2-D strides; this layer picks
-// NoTrans/Trans and the leading dimension, so transposed operands are never copied.
+// blocked loop for integers. Callers describe each operand by a base pointer, per-batch
+// offsets and 2-D strides; this layer picks NoTrans/Trans and the leading dimension, so
+// transposed operands are never copied. Also the CPU backend's only calls into BLAS
+// (namespace blas below): every kernel that multiplies through OpenBLAS goes through them.
 //
 // Threading: kiln's pool does all the parallel work and OpenBLAS runs single-threaded
 // (ensure_blas_single_threaded). Each GEMM is cut into row (or column) panels and the
@@ -10,21 +11,16 @@
 // cannot help a batch of small matrices; one pool handles both cases and nested calls.
 #pragma once
 
+#include <complex>
 #include <cstdint>
 
+#include "backend/matmul.h"
 #include "kiln/dtype.h"
 #include "kiln/thread_pool.h"
 
 namespace kiln::cpu {
 
-// One operand of a batched GEMM: matrix i starts at element base + batch_offsets[i] and
-// its element (r, c) is at r * row_stride + c * col_stride (all in elements).
-struct GemmOperand {
-  const void* base = nullptr;
-  const int64_t* batch_offsets = nullptr;
-  int64_t row_stride = 0;
-  int64_t col_stride = 0;
-};
+using backend::GemmOperand;
 
 // Whether OpenBLAS can read a rows x cols matrix with these strides in place: row- or
 // column-major with a unit inner stride and a leading dimension that covers the other
@@ -44,5 +40,27 @@ void gemm_batched(ThreadPool& pool, DType dtype, int64_t batch, int64_t M, int64
 // Sets OpenBLAS to one thread, once per process (see the threading note above). Code
 // that calls OpenBLAS or LAPACK directly from kiln's workers should call this first.
 void ensure_blas_single_threaded();
+
+// The BLAS calls, row-major with alpha = 1; op(X) is X^T when its flag is set:
+//   gemm: C (m x n, ldc) = op(A) (m x k, lda) @ op(B) (k x n, ldb) + beta C
+//   gemv: y = op(A) x + beta y, A stored rows x cols (lda)
+namespace blas {
+using c64 = std::complex<float>;
+using c128 = std::complex<double>;
+void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float beta,
+          float* c, int ldc);
+void gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b, int ldb, double beta,
+          double* c, int ldc);
+void gemm(bool ta, bool tb, int m, int n, int k, const c64* a, int lda, const c64* b, int ldb, c64 beta, c64* c,
+          int ldc);
+void gemm(bool ta, bool tb, int m, int n, int k, const c128* a, int lda, const c128* b, int ldb, c128 beta, c128* c,
+          int ldc);
+void gemv(bool t, int rows, int cols, const float* a, int lda, const float* x, int incx, float beta, float* y,
+          int incy);
+void gemv(bool t, int rows, int cols, const double* a, int lda, const double* x, int incx, double beta, double* y,
+          int incy);
+void gemv(bool t, int rows, int cols, const c64* a, int lda, const c64* x, int incx, c64 beta, c64* y, int incy);
+void gemv(bool t, int rows, int cols, const c128* a, int lda, const c128* x, int incx, c128 beta, c128* y, int incy);
+}  // namespace blas
 
 }  // namespace kiln::cpu

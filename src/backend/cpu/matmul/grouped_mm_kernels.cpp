@@ -2,8 +2,6 @@
 // list, one parallel region runs it (see grouped_mm_kernels.h for the two tile paths).
 #include "backend/cpu/matmul/grouped_mm_kernels.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -71,16 +69,6 @@ struct WorkItem {
 ThreadPool& serial_pool() {
   static ThreadPool pool(1);
   return pool;
-}
-
-GemvFn gemv_for(DType weight_dtype) {
-  switch (weight_dtype) {
-    case DType::Float32: return &gemv_f32;
-    case DType::BFloat16: return &gemv_bf16;
-    case DType::Float16: return &gemv_f16;
-    case DType::Float8_e4m3fn: return &gemv_fp8;
-    default: return nullptr;
-  }
 }
 
 int64_t esz(DType t) { return static_cast<int64_t>(itemsize(t)); }
@@ -190,7 +178,7 @@ void run_gemv_item(const GroupedMmArgs& args, const Problem& p, const WorkItem& 
 // A float32 matrix as OpenBLAS reads it.
 struct BlasMatrix {
   const float* data;
-  CBLAS_TRANSPOSE trans;
+  bool transposed;
   int ld;
 };
 
@@ -203,17 +191,17 @@ BlasMatrix as_f32(const char* src, DType dtype, int64_t rows, int64_t cols, int6
   if (dtype == DType::Float32) {
     const int64_t ld = row_major ? std::max({rs, cols, int64_t{1}}) : std::max({cs, rows, int64_t{1}});
     if (ld <= INT_MAX) {
-      return {reinterpret_cast<const float*>(src), row_major ? CblasNoTrans : CblasTrans, static_cast<int>(ld)};
+      return {reinterpret_cast<const float*>(src), !row_major, static_cast<int>(ld)};
     }
   }
   buf.resize(static_cast<size_t>(rows * cols));
   const int64_t e = esz(dtype);
   if (row_major) {
     for (int64_t r = 0; r < rows; ++r) to_f32(dtype, src + r * rs * e, buf.data() + r * cols, cols);
-    return {buf.data(), CblasNoTrans, static_cast<int>(std::max<int64_t>(cols, 1))};
+    return {buf.data(), false, static_cast<int>(std::max<int64_t>(cols, 1))};
   }
   for (int64_t c = 0; c < cols; ++c) to_f32(dtype, src + c * cs * e, buf.data() + c * rows, rows);
-  return {buf.data(), CblasTrans, static_cast<int>(std::max<int64_t>(rows, 1))};
+  return {buf.data(), true, static_cast<int>(std::max<int64_t>(rows, 1))};
 }
 
 void run_sgemm_item(const GroupedMmArgs& args, const Problem& p, const WorkItem& w) {
@@ -234,7 +222,7 @@ void run_sgemm_item(const GroupedMmArgs& args, const Problem& p, const WorkItem&
     weight.scale = kUnitScales.data();
     b_buf.resize(static_cast<size_t>(nt * k));
     fp8_rows_to_f32(weight, 0, nt, b_buf.data());
-    B = {b_buf.data(), CblasTrans, static_cast<int>(k)};
+    B = {b_buf.data(), true, static_cast<int>(k)};
   } else {
     B = as_f32(b_tile, args.b.dtype, k, nt, p.b_rs, p.b_cs, b_buf);
   }
@@ -247,8 +235,8 @@ void run_sgemm_item(const GroupedMmArgs& args, const Problem& p, const WorkItem&
     c_f32 = c_buf.data();
     ldc = nt;
   }
-  cblas_sgemm(CblasRowMajor, A.trans, B.trans, static_cast<int>(mt), static_cast<int>(nt), static_cast<int>(k), 1.0f,
-              A.data, A.ld, B.data, B.ld, 0.0f, c_f32, static_cast<int>(ldc));
+  blas::gemm(A.transposed, B.transposed, static_cast<int>(mt), static_cast<int>(nt), static_cast<int>(k), A.data, A.ld,
+             B.data, B.ld, 0.0f, c_f32, static_cast<int>(ldc));
   if (direct) return;
   for (int64_t r = 0; r < mt; ++r) {
     float* row = c_f32 + r * nt;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/common/codecs-inl.h"
 #include "backend/cpu/matmul/grouped_mm_kernels.h"
 #include "kiln/error.h"
 
@@ -36,17 +37,14 @@ struct F32Elems {
   using T = float;
   static HWY_INLINE VF Load(DF df, const T* HWY_RESTRICT p) { return hn::LoadU(df, p); }
 };
-template <typename HwyHalf>
-struct HalfElems {
+struct Bf16Elems {
   using T = uint16_t;
-  static HWY_INLINE VF Load(DF df, const T* HWY_RESTRICT p) {
-    const hn::Rebind<uint16_t, DF> du16;
-    const hn::Rebind<HwyHalf, DF> dh;
-    return hn::PromoteTo(df, hn::BitCast(dh, hn::LoadU(du16, p)));
-  }
+  static HWY_INLINE VF Load(DF df, const T* HWY_RESTRICT p) { return codecs::LoadBf16(df, p); }
 };
-using Bf16Elems = HalfElems<hwy::bfloat16_t>;
-using F16Elems = HalfElems<hwy::float16_t>;
+struct F16Elems {
+  using T = uint16_t;
+  static HWY_INLINE VF Load(DF df, const T* HWY_RESTRICT p) { return codecs::LoadF16(df, p); }
+};
 
 // R rows times one strip of kStripVecs vectors of columns; `width` <= the strip's columns
 // are stored.

@@ -24,6 +24,7 @@
 #include "backend/cpu/cast/cast.h"
 #include "backend/cpu/linear/gemv-inl.h"
 #include "backend/cpu/moe/moe_plan.h"
+#include "kiln/int_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
@@ -52,7 +53,7 @@ struct MoeKernel {
     const T* base = static_cast<const T*>(m.data) + n * m.row_stride;
     const float* block_scale = nullptr;
     if constexpr (kBlocked) {
-      const int64_t col_blocks = (cols + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
+      const int64_t col_blocks = ceil_div(cols, kFp8ScaleBlock);
       block_scale = m.scale + n / kFp8ScaleBlock * col_blocks;
     }
     if (rows == R) {
@@ -100,7 +101,7 @@ struct MoeKernel {
     const int64_t inter = expert(plan.expert_of_slot[slot]).inter;
     float* row = act + slot * act_stride;
     mul_silu(row, gate + slot * act_stride, row, inter);
-    const int64_t padded = (inter + step - 1) / step * step;
+    const int64_t padded = ceil_div(inter, step) * step;
     std::fill(row + inter, row + padded, 0.0f);
     if constexpr (Dec::kPermutesX) {
       for (int64_t k = 0; k < padded; k += step) Dec::ArrangeX(row + k);
@@ -150,7 +151,7 @@ struct MoeKernel {
       for (int64_t s = s0; s < s1; ++s) FinishSlot(s);
     });
     // 3. Down: 4-row groups of the hidden dim, each owning its output rows.
-    const int64_t groups = (a.hidden + R - 1) / R;
+    const int64_t groups = ceil_div(a.hidden, R);
     int64_t down_group_bytes = 0;
     for (int64_t e : plan.active) down_group_bytes += R * expert(e).inter * static_cast<int64_t>(sizeof(T));
     pool.parallel_for(groups, std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, down_group_bytes)),
@@ -165,7 +166,7 @@ template <class Dec, bool kScaled, bool kBlocked>
 void RunMoeExperts(ThreadPool& pool, const MoeExpertsArgs& a, const MoePlan& plan) {
   const DF df;
   const int64_t step = StepOf<Dec>(df);
-  const auto round_up = [&](int64_t n) { return (n + step - 1) / step * step; };
+  const auto round_up = [&](int64_t n) { return ceil_div(n, step) * step; };
   const int64_t x_stride = round_up(a.hidden);
   const int64_t act_stride = round_up(std::max<int64_t>(plan.max_inter, 1));
   MoeScratch scratch(a.tokens * x_stride + 2 * plan.slots * act_stride);

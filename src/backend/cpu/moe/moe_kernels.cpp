@@ -1,15 +1,38 @@
-// MoE routing (plain C++: a [T, E] problem far below a millisecond) and the host side of
-// the fused expert kernel: the slot plan, scratch and dispatch by weight dtype.
+// MoE routing and permutation (plain C++: [T, E] problems far below a millisecond) and
+// the host side of the fused expert kernel: the slot plan, scratch and dispatch by weight
+// dtype.
 #include "backend/cpu/moe/moe_kernels.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "backend/cpu/cast/cast.h"
 #include "backend/cpu/moe/moe_plan.h"
 #include "kiln/allocator.h"
+#include "kiln/error.h"
+#include "kiln/int_math.h"
 
 namespace kiln::cpu {
+
+namespace {
+
+// The shared expert's weight per token: sigmoid(x[t] . gate), the dot product in float64.
+std::vector<float> shared_gate_weights(const MoeExpertsArgs& a) {
+  const int64_t H = a.hidden;
+  std::vector<float> weights(static_cast<size_t>(a.tokens));
+  std::vector<float> row(static_cast<size_t>(H));
+  const size_t item = itemsize(a.act_dtype);
+  for (int64_t t = 0; t < a.tokens; ++t) {
+    to_f32(a.act_dtype, static_cast<const char*>(a.x) + t * H * item, row.data(), H);
+    double dot = 0.0;
+    for (int64_t h = 0; h < H; ++h) dot += static_cast<double>(row[h]) * a.shared_gate[h];
+    weights[t] = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
+  }
+  return weights;
+}
+
+}  // namespace
 
 MoePlan make_moe_plan(const MoeExpertsArgs& a, int64_t rows_per_group) {
   MoePlan plan;
@@ -18,6 +41,7 @@ MoePlan make_moe_plan(const MoeExpertsArgs& a, int64_t rows_per_group) {
   const int64_t routed = a.tokens * a.top_k;
   const bool shared = a.shared != nullptr;
   plan.slots = routed + (shared ? a.tokens : 0);
+  if (shared) plan.shared_weight = shared_gate_weights(a);
   const int64_t experts = a.num_experts + 1;  // the last index is the shared expert
   plan.expert_of_slot.resize(static_cast<size_t>(plan.slots));
   for (int64_t s = 0; s < routed; ++s) plan.expert_of_slot[s] = a.ids[s];
@@ -36,7 +60,7 @@ MoePlan make_moe_plan(const MoeExpertsArgs& a, int64_t rows_per_group) {
     if (inter == 0) continue;  // contributes exactly zero
     plan.active.push_back(e);
     plan.max_inter = std::max(plan.max_inter, inter);
-    plan.group_begin.push_back(plan.group_begin.back() + (inter + rows_per_group - 1) / rows_per_group);
+    plan.group_begin.push_back(plan.group_begin.back() + ceil_div(inter, rows_per_group));
   }
   return plan;
 }
@@ -114,6 +138,25 @@ void moe_route(ThreadPool& pool, const MoeRouteArgs& a) {
                   a.ids + t * a.top_k);
     }
   });
+}
+
+void moe_permute(const MoePermuteArgs& a) {
+  for (int64_t s = 0; s < a.slots; ++s) {
+    KILN_CHECK_KIND(a.ids[s] >= 0 && a.ids[s] < a.num_experts, Index, "moe_permute",
+                    "expert id {} out of range for {} experts", a.ids[s], a.num_experts);
+  }
+  // Counting sort: count[e + 1] is expert e's run length, then its start.
+  std::vector<int64_t> count(static_cast<size_t>(a.num_experts) + 1, 0);
+  for (int64_t s = 0; s < a.slots; ++s) ++count[a.ids[s] + 1];
+  for (int64_t e = 0; e < a.num_experts; ++e) {
+    count[e + 1] += count[e];
+    a.offs[e] = static_cast<int32_t>(count[e + 1]);
+  }
+  for (int64_t s = 0; s < a.slots; ++s) {
+    const int64_t dst = count[a.ids[s]]++;
+    a.token_index[dst] = s / a.top_k;
+    a.slot[dst] = s;
+  }
 }
 
 }  // namespace kiln::cpu

@@ -22,10 +22,11 @@ struct MoePlan {
   std::vector<int32_t> expert_of_slot;  // [slots]
   std::vector<int64_t> active;          // experts with at least one slot, ascending
   std::vector<int64_t> group_begin;     // [active + 1]: first 4-row gate/up group of each
+  std::vector<float> shared_weight;     // [tokens] with a shared expert: its gate per token
 
   int64_t token_of(int64_t slot) const { return slot < tokens * top_k ? slot / top_k : slot - tokens * top_k; }
   float weight_of(int64_t slot, const MoeExpertsArgs& a) const {
-    return slot < tokens * top_k ? a.weights[slot] : a.shared_weight[slot - tokens * top_k];
+    return slot < tokens * top_k ? a.weights[slot] : shared_weight[slot - tokens * top_k];
   }
 };
 

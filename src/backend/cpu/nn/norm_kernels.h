@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "backend/norm.h"
 #include "kiln/dtype.h"
 
 namespace kiln {
@@ -44,50 +45,11 @@ int64_t norm_simd_targets();
 
 // ---- the drivers ----
 
-// How an RMS-normalised row x * r (r = rsqrt(mean(x^2) + eps)) meets the weight.
-enum class RmsNormKind : uint8_t {
-  // y = (x r) w in the compute dtype, rounded once to out_dtype (torch rms_norm; with
-  // w' = 1 + w also the zero-centred Qwen3-Next norm).
-  ScaleThenWeight,
-  // y = w * round(x r, in_dtype): LlamaRMSNorm.
-  RoundThenWeight,
-  // n = round(w * round(x r, in_dtype), weighted_dtype); y = n * silu(gate): the
-  // Qwen3-Next gated norm.
-  Gated,
-};
+using backend::LayerNormProblem;
+using backend::RmsNormKind;
+using backend::RmsNormProblem;
 
-// rows x cols, row-major and contiguous. weight (cols values) and gate (rows x cols)
-// are given in the compute dtype, which is float64 when `compute` says so and float32
-// otherwise; weight may be null for ScaleThenWeight.
-struct RmsNormProblem {
-  RmsNormKind kind;
-  DType compute;  // Float32 or Float64
-  DType in_dtype;
-  const void* in;
-  DType out_dtype;
-  void* out;
-  int64_t rows;
-  int64_t cols;
-  const void* weight;    // compute dtype, or null
-  const void* gate;      // compute dtype, rows x cols (Gated only)
-  DType weighted_dtype;  // Gated: the dtype w * n is rounded to
-  double eps;
-};
 void rms_norm_cpu(const RmsNormProblem& p, ThreadPool& pool);
-
-// y = (x - mean) * rsqrt(var + eps) * w + b per row, var biased; weight and bias in the
-// compute dtype (either may be null).
-struct LayerNormProblem {
-  DType compute;  // Float32 or Float64
-  DType in_dtype;
-  const void* in;
-  void* out;  // in_dtype
-  int64_t rows;
-  int64_t cols;
-  const void* weight;
-  const void* bias;
-  double eps;
-};
 void layer_norm_cpu(const LayerNormProblem& p, ThreadPool& pool);
 
 }  // namespace kiln::cpu

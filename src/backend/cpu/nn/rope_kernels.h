@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "backend/rope.h"
 #include "kiln/dtype.h"
 
 namespace kiln {
@@ -24,23 +25,12 @@ void rope_rotate_token(const double* x, const double* cos, const double* sin, do
 // The Highway targets (HWY_* bits) the kernels were compiled for; tests pin each.
 int64_t rope_simd_targets();
 
-// x and out: contiguous [tokens, heads, head_dim] of `dtype`. cos and sin: contiguous
-// [table_rows, rotary_dim / 2] in the compute dtype (float64 for float64 x, float32
-// otherwise); token t uses table row t % table_rows (table_rows = seq when every
-// leading index shares the positions, = tokens for one row per token).
-struct RopeProblem {
-  DType dtype;
-  const void* x;
-  void* out;
-  int64_t tokens;
-  int64_t heads;
-  int64_t head_dim;
-  int64_t rotary_dim;
-  const void* cos;
-  const void* sin;
-  int64_t table_rows;
-  bool interleaved;
-};
+using backend::RopeCosSinProblem;
+using backend::RopeProblem;
+
 void rope_cpu(const RopeProblem& p, ThreadPool& pool);
+// The float32 tables (rope_tables.cpp): plain loops, one value per angle.
+void rope_inv_freq_cpu(int64_t rotary_dim, double rope_theta, float* out);
+void rope_cos_sin_cpu(const RopeCosSinProblem& p);
 
 }  // namespace kiln::cpu

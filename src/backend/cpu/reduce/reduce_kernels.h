@@ -10,25 +10,12 @@
 
 #include <cstdint>
 
+#include "backend/reduce.h"
 #include "kiln/dtype.h"
 
 namespace kiln::cpu {
 
-enum class ReduceKind : uint8_t {
-  Sum,
-  Prod,
-  Max,           // NaN wins
-  Min,
-  ArgMax,        // NaN wins; the first index among equal values
-  ArgMin,
-  SumAbs,        // norm p = 1
-  SumSquares,    // norm p = 2
-  CountNonZero,  // norm p = 0
-  MaxAbs,        // norm p = inf
-  MinAbs,        // norm p = -inf
-  SumPowAbs,     // norm, any other p: sum |x|^p (scalar loop: pow is not vectorised)
-  MeanM2,        // var/std: count, mean and sum of squared deviations
-};
+using backend::ReduceKind;
 
 struct ReduceParams {
   double p = 2.0;  // SumPowAbs only

@@ -17,6 +17,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backend/cpu/reduce/reduce_columns-inl.h"
 #include "backend/cpu/reduce/reduce_kernels.h"
 #include "kiln/error.h"
 
@@ -112,18 +113,7 @@ void RowArgExtreme(const void* xv, int64_t n_, int64_t index0, const ReduceParam
   out->index = index0 + static_cast<int64_t>(found);
 }
 
-// ---- columns ----
-template <class T, class Body>
-HWY_INLINE void ForColumnGroups(size_t w, const Body& body) {
-  const hn::ScalableTag<T> d;
-  const size_t N = hn::Lanes(d);
-  size_t c = 0;
-  for (; c + 4 * N <= w; c += 4 * N) body(d, std::integral_constant<size_t, 4>(), c);
-  for (; c + N <= w; c += N) body(d, std::integral_constant<size_t, 1>(), c);
-  const hn::CappedTag<T, 1> d1;
-  for (; c < w; ++c) body(d1, std::integral_constant<size_t, 1>(), c);
-}
-
+// ---- columns (groups: reduce_columns-inl.h) ----
 template <class T, bool kMax, bool kAbs>
 void ColumnExtreme(const void* const* rows_v, int64_t nrows, int64_t w, int64_t, const ReduceParams&,
                    ReducePartial* out) {
@@ -137,14 +127,10 @@ void ColumnExtreme(const void* const* rows_v, int64_t nrows, int64_t w, int64_t,
     for (int64_t r = 1; r < nrows; ++r) {
       for (size_t g = 0; g < G; ++g) acc[g] = Step<kMax, D>(acc[g], Load<kAbs>(d, rows[r] + c + g * N));
     }
-    HWY_ALIGN T lanes[HWY_LANES(T)];
-    for (size_t g = 0; g < G; ++g) {
-      hn::Store(acc[g], d, lanes);
-      for (size_t l = 0; l < N; ++l) {
-        out[c + g * N + l] = ReducePartial{};
-        out[c + g * N + l].v[0] = static_cast<double>(lanes[l]);
-      }
-    }
+    ScatterLanes(d, acc, out + c, [](ReducePartial& p, double v) {
+      p = ReducePartial{};
+      p.v[0] = v;
+    });
   });
 }
 
@@ -174,18 +160,12 @@ void ColumnArgExtreme(const void* const* rows_v, int64_t nrows, int64_t w, int64
         row[g] = hn::IfThenElse(take, r_vec, row[g]);
       }
     }
-    HWY_ALIGN T value_lanes[HWY_LANES(T)];
-    HWY_ALIGN T row_lanes[HWY_LANES(T)];
-    for (size_t g = 0; g < G; ++g) {
-      hn::Store(best[g], d, value_lanes);
-      hn::Store(row[g], d, row_lanes);
-      for (size_t l = 0; l < N; ++l) {
-        ReducePartial& p = out[c + g * N + l];
-        p = ReducePartial{};
-        p.v[0] = static_cast<double>(value_lanes[l]);
-        p.index = index0 + static_cast<int64_t>(row_lanes[l]);
-      }
-    }
+    ScatterLanes(d, best, out + c, [](ReducePartial& p, double v) {
+      p = ReducePartial{};
+      p.v[0] = v;
+    });
+    // Row numbers are exact in T lanes and so in double.
+    ScatterLanes(d, row, out + c, [index0](ReducePartial& p, double r) { p.index = index0 + static_cast<int64_t>(r); });
   });
 }
 

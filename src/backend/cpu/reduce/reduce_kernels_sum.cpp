@@ -17,6 +17,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backend/cpu/reduce/reduce_columns-inl.h"
 #include "backend/cpu/reduce/reduce_kernels.h"
 #include "kiln/error.h"
 
@@ -219,32 +220,7 @@ void RowMeanM2(const void* xv, int64_t n_, int64_t, const ReduceParams&, ReduceP
   out->m2 = m2;
 }
 
-// ---- columns ----
-// Runs body(d, group_count, column) over [0, w) in groups of 4 vectors, then single
-// vectors, then single lanes, so no load goes past column w.
-template <class T, class Body>
-HWY_INLINE void ForColumnGroups(size_t w, const Body& body) {
-  const hn::ScalableTag<T> d;
-  const size_t N = hn::Lanes(d);
-  size_t c = 0;
-  for (; c + 4 * N <= w; c += 4 * N) body(d, std::integral_constant<size_t, 4>(), c);
-  for (; c + N <= w; c += N) body(d, std::integral_constant<size_t, 1>(), c);
-  const hn::CappedTag<T, 1> d1;
-  for (; c < w; ++c) body(d1, std::integral_constant<size_t, 1>(), c);
-}
-
-// Stores G vectors of per-column results into out[column + lane].
-template <class D, size_t G, class Set>
-HWY_INLINE void ScatterLanes(D d, const hn::Vec<D> (&acc)[G], ReducePartial* out, const Set& set) {
-  using T = hn::TFromD<D>;
-  const size_t N = hn::Lanes(d);
-  HWY_ALIGN T lanes[HWY_LANES(T)];
-  for (size_t g = 0; g < G; ++g) {
-    hn::Store(acc[g], d, lanes);
-    for (size_t l = 0; l < N; ++l) set(out[g * N + l], static_cast<double>(lanes[l]));
-  }
-}
-
+// ---- columns (groups: reduce_columns-inl.h) ----
 // Pairwise sum over rows of G vectors of columns starting at `column`.
 template <class D, size_t G, class Tr>
 HWY_NOINLINE void ColumnSumRange(D d, const hn::TFromD<D>* const* rows, size_t nrows, size_t column, const Tr& tr,
