@@ -269,9 +269,7 @@ const std::string& threaded_model_dir() {
 // to a thread that keeps changing the thread count. Before the execution context, 20
 // passes were enough to crash (heap corruption, a segfault, or a wait on a pool's
 // condition variable that set_num_threads had destroyed).
-// TRANSITION: disabled until every op front end in src/ops takes its pool from
-// current_context() (until then the ops still on default_thread_pool() hang here).
-TEST(SetNumThreadsWhileComputing, DISABLED_ModelForwardKeepsItsPool) {
+TEST(SetNumThreadsWhileComputing, ModelForwardKeepsItsPool) {
   DefaultThreadsGuard guard;
   llm::LoadOptions options;
   options.weights = llm::WeightFormat::Float32;

@@ -117,9 +117,6 @@ def test_set_num_threads_from_another_thread_while_ops_run(restore_threads):
     assert changes
 
 
-# TRANSITION: skipped until every op front end takes its pool from the current context
-# (until then the ops still on the global pool hang or crash here).
-@pytest.mark.skip(reason="needs every op on the current context (kernel boundary, issue 8 item 1)")
 def test_set_num_threads_from_another_thread_during_forward(restore_threads, tmp_path):
     # Model.forward runs without the GIL, so the changes land in the middle of it.
     kiln.llm.make_model(tmp_path, "qwen3_moe", "demo", layers=1, seed=3)
