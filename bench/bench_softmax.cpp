@@ -19,6 +19,7 @@
 #include "kiln/ops/nn.h"
 #include "kiln/runtime.h"
 #include "kiln/tensor.h"
+#include "kiln/context.h"
 #include "kiln/thread_pool.h"
 
 namespace {
@@ -73,7 +74,8 @@ void BM_SoftmaxDim0(benchmark::State& state) {
 // thread (a softmax makes about three passes, two of them also writing).
 void BM_CachedReadRoofline(benchmark::State& state) {
   const kiln::Tensor x = random_logits({1, state.range(0)}, kiln::DType::Float32);
-  kiln::ThreadPool& pool = kiln::default_thread_pool();
+  const kiln::ExecutionContext ctx = kiln::current_context();
+  kiln::ThreadPool& pool = ctx.pool();
   std::vector<double> gbps;
   for (auto _ : state) gbps.push_back(kiln::measure_read_bandwidth_gbps(pool, x.data_ptr(), x.nbytes()));
   std::sort(gbps.begin(), gbps.end());
@@ -84,7 +86,8 @@ void BM_CachedReadRoofline(benchmark::State& state) {
 // not fit in cache.
 void BM_MemoryBandwidth(benchmark::State& state) {
   kiln::BandwidthResult r;
-  for (auto _ : state) r = kiln::measure_memory_bandwidth(kiln::default_thread_pool());
+  const kiln::ExecutionContext ctx = kiln::current_context();
+  for (auto _ : state) r = kiln::measure_memory_bandwidth(ctx.pool());
   state.counters["read_GB/s_1thread"] = r.read_gbps_1thread;
   state.counters["read_GB/s_all"] = r.read_gbps_all;
 }
