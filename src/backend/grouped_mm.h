@@ -50,7 +50,7 @@ struct GroupedMmArgs {
 struct GroupedMmKernels {
   // Offsets that decrease or leave [0, extent] of the grouped dimension are a Value error
   // (raised before any output is written). Rows (2Dx3D) or columns (3Dx2D) past
-  // offs[G-1] are not written.
+  // offs[G-1] are zeros (PyTorch leaves them uninitialised).
   void (*grouped_mm)(const ExecutionContext& ctx, const GroupedMmArgs& args) = nullptr;
 };
 

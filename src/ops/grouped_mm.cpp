@@ -78,9 +78,11 @@ Tensor grouped_mm(const Tensor& mat_a, const Tensor& mat_b, const std::optional<
   KILN_CHECK(mat_a.dim() == 2 || mat_a.dim() == 3, kOp, "mat_a has to be 2 or 3d");
   KILN_CHECK(mat_b.dim() == 2 || mat_b.dim() == 3, kOp, "mat_b has to be 2 or 3d");
   const bool a_is_2d = mat_a.dim() == 2, b_is_2d = mat_b.dim() == 2;
-  if (!a_is_2d || !b_is_2d) {
-    KILN_CHECK(mat_a.size(-1) == mat_b.size(-2), kOp, "contraction dimension of mat_a and mat_b must match");
-  }
+  // PyTorch skips this check for 2D x 2D (K is the jagged dim there) and then slices A's
+  // columns and B's rows separately, so mismatched K silently contracts over the shorter
+  // one; kiln refuses it with the message of the other cases.
+  KILN_CHECK(mat_a.size(-1) == mat_b.size(-2), kOp, "contraction dimension of mat_a and mat_b must match, got {} and {}",
+             mat_a.shape_str(), mat_b.shape_str());
   check_strides(kOp, mat_a);
   check_strides(kOp, mat_b);
   KILN_CHECK(offs.has_value() == (a_is_2d || b_is_2d), kOp,

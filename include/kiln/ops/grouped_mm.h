@@ -11,13 +11,15 @@
 // output in mat_a's dtype. Each operand's last two dims are row- or column-major (so the
 // MoE weight view w.transpose(-2, -1) of a [G, N, K] tensor is read in place, not copied).
 // Empty groups write nothing (2Dx3D, 3Dx2D) or zeros (2Dx2D). Rows (2Dx3D) or columns
-// (3Dx2D) past offs[-1] are left uninitialised, as in PyTorch: do not read them. The
-// output is a contiguous tensor (PyTorch pads its row stride to 16 bytes; kiln does not).
+// (3Dx2D) past offs[-1] are zeros (PyTorch leaves them uninitialised). The output is a
+// contiguous tensor (PyTorch pads its row stride to 16 bytes; kiln does not).
 //
 // Errors, in PyTorch's order and wording (RuntimeError unless noted):
 //   "Expected mat_a to be Float32, BFloat16 or Float16 matrix, got <dtype>" (and mat_b)
 //   "mat_a has to be 2 or 3d" (and mat_b)
-//   "contraction dimension of mat_a and mat_b must match" (when either is 3-D)
+//   "contraction dimension of mat_a and mat_b must match, got <a> and <b>" (PyTorch
+//     checks it only when either is 3-D; in 2D x 2D it slices A's columns and B's rows
+//     separately, so mismatched K silently contracts over the shorter one)
 //   "strides should be multiple of 16 bytes" (the leading stride of the last two dims)
 //   "Invalid strides/sizes, got <strides> for strides and <sizes> for sizes"
 //   "Have to provide offsets if there is a 2d matrix, or no offset if both matrices are 3d"

@@ -144,6 +144,22 @@ std::vector<Problem> build_problems(const GroupedMmArgs& args) {
   return problems;
 }
 
+// PyTorch leaves the output rows (2Dx3D) or columns (3Dx2D) past offs[G-1] uninitialised;
+// kiln zeroes them so every output element is deterministic (offs already checked).
+void zero_uncovered(const GroupedMmArgs& args) {
+  if (args.kind != GroupedMmCase::Jagged2Dx3D && args.kind != GroupedMmCase::Jagged3Dx2D) return;
+  const int64_t covered = args.groups > 0 ? args.offs[args.groups - 1] : 0;
+  const int64_t ec = esz(args.out_dtype), n = args.b.cols;
+  char* out = static_cast<char*>(args.out);
+  if (args.kind == GroupedMmCase::Jagged2Dx3D && covered < args.a.rows) {
+    std::memset(out + covered * n * ec, 0, static_cast<size_t>((args.a.rows - covered) * n * ec));
+  } else if (args.kind == GroupedMmCase::Jagged3Dx2D && covered < n) {
+    for (int64_t r = 0; r < args.a.rows; ++r) {
+      std::memset(out + (r * n + covered) * ec, 0, static_cast<size_t>((n - covered) * ec));
+    }
+  }
+}
+
 // Whether a work item can run the GEMV path: few rows, B's columns contiguous in k (the
 // transposed [N, K] weight view), A's rows contiguous, one dtype (or fp8 weights).
 bool takes_gemv_path(const GroupedMmArgs& args, const Problem& p, int64_t rows) {
@@ -297,6 +313,7 @@ void run_item(const GroupedMmArgs& args, const Problem& p, const WorkItem& w) {
 
 void grouped_mm(ThreadPool& pool, const GroupedMmArgs& args) {
   const std::vector<Problem> problems = build_problems(args);
+  zero_uncovered(args);
   // Work items and their cumulative estimated cost: multiply-adds plus a term for
   // streaming the B tile, which dominates for groups of a few rows.
   std::vector<WorkItem> items;
