@@ -76,6 +76,11 @@ Tensor mask_to_bias(const Tensor& mask, DType compute) {
   return where(mask, Scalar(0.0), Scalar(-std::numeric_limits<double>::infinity())).to(compute);
 }
 
+// is_causal as the 0 / -inf bias PyTorch's math path adds: query i sees keys 0..i.
+Tensor causal_bias(int64_t L, int64_t S, DType compute) {
+  return mask_to_bias(ge(arange(Scalar(L)).unsqueeze(1), arange(Scalar(S)).unsqueeze(0)), compute);
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -98,6 +103,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                   dropout_p);
   KILN_CHECK(!(is_causal && attn_mask.has_value()), kSdpa,
              "Explicit attn_mask should not be set when is_causal=True");
+  const double softmax_scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
 
   Shape q_batch(query.sizes().begin(), query.sizes().end() - 2);
   Shape k_batch(key.sizes().begin(), key.sizes().end() - 2);
@@ -145,6 +151,14 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                shape_to_string(target));
     bias = mask_to_bias(mask, compute);
   }
+  if (is_causal && !std::isfinite(softmax_scale)) {
+    // The kernels never read the keys is_causal hides, which is the same as adding -inf
+    // to finite scores. With a NaN or infinite scale the hidden scores are NaN or +-inf,
+    // and PyTorch's math path adds -inf to them (NaN and +inf give a NaN row): the mask
+    // goes in as that bias so every score is computed.
+    bias = causal_bias(L, S, compute);
+    is_causal = false;
+  }
 
   Tensor out = empty(out_shape, query.dtype());
   if (out.numel() == 0) return out;
@@ -170,7 +184,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   p.S = S;
   p.E = E;
   p.Ev = Ev;
-  p.scale = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(E));
+  p.scale = softmax_scale;
   p.causal = is_causal;
   p.q = q.data_ptr();
   p.k = k.data_ptr();

@@ -34,6 +34,11 @@ namespace kiln {
 //    1/(1-p)), drawn from kiln's default generator (Philox; the stream depends only on
 //    the generator state, not on the thread count). dropout_p == 1 gives zeros.
 //  - Rows whose every key is masked (and S == 0) give zeros, not NaN (kiln decision 5).
+//  - NaN as in PyTorch's math path: a row with a NaN or +inf score (NaN or +inf in the
+//    mask, NaN in q or a visible key, a NaN scale) is NaN. With an infinite scale every
+//    score is +-inf or NaN, and is_causal acts as an added -inf bias: a row is zeros if
+//    every score, hidden keys included, is -inf, else NaN. With a finite scale the keys
+//    is_causal hides are never read.
 // Errors: Type for dtypes (q/k/v differ, unsupported dtype, mask dtype), Value for
 // dropout_p outside [0, 1], Runtime for shapes (mismatched E or S, batch dims that do
 // not broadcast, GQA head counts, mask shape, mask with is_causal).

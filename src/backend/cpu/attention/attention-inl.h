@@ -71,8 +71,10 @@ HWY_INLINE hn::Vec<D> AttnExp(D d, hn::Vec<D> x) {
   if constexpr (sizeof(hn::TFromD<D>) == 4) {
     return FastExp<false>(d, x);
   } else {
+    // The clamp is a select, not Max: Max may return the number for a NaN lane (the
+    // scalar target does), and a NaN score must stay NaN.
     const auto tiny = hn::Lt(x, hn::Set(d, -746.0));
-    return hn::IfThenZeroElse(tiny, FastExp<false>(d, hn::Max(hn::Set(d, -746.0), x)));
+    return hn::IfThenZeroElse(tiny, FastExp<false>(d, hn::IfThenElse(tiny, hn::Set(d, -746.0), x)));
   }
 }
 

@@ -381,8 +381,9 @@ void DecodeSlice(const AttentionProblem& p, int64_t row0, int64_t R, int64_t s0,
     C* acc = s.acc.data() + t * ev_pad;
     const C l = hn::GetLane(hn::SumOfLanes(d, hn::LoadU(d, s.lsum.data() + t * N)));
     if (res.out != nullptr) {
-      // l == 0: no key had a finite score: zeros, as for a fully masked row.
-      const auto inv = hn::Set(d, l > 0 ? C(1) / l : C(0));
+      // l == 0: no key had a finite score: zeros, as for a fully masked row. A NaN or +inf
+      // score left l NaN: the row is NaN, as softmax gives.
+      const auto inv = hn::Set(d, l == C(0) ? C(0) : C(1) / l);
       for (int64_t c = 0; c < ev_pad; c += N) hn::StoreU(hn::Mul(hn::LoadU(d, acc + c), inv), d, acc + c);
       NarrowRow<T>(acc, Ev, res.out + (row0 + t) * Ev);
     } else {
@@ -469,8 +470,9 @@ void AttentionDecode(const AttentionProblem& p, ThreadPool& pool) {
         w[sl] = m[sl] == -std::numeric_limits<C>::infinity() ? 0.0 : std::exp(static_cast<double>(m[sl]) - M);
         total += w[sl] * l[sl];
       }
-      // total == 0: no key had a finite score: zeros, as for a fully masked row.
-      const double inv_total = total > 0 ? 1.0 / total : 0.0;
+      // total == 0: no key had a finite score: zeros, as for a fully masked row. A slice
+      // with a NaN sum (a NaN or +inf score) makes total NaN, and the row NaN.
+      const double inv_total = total == 0 ? 0.0 : 1.0 / total;
       for (int64_t c = 0; c < p.Ev; ++c) {
         double a = 0;
         for (int64_t sl = 0; sl < slices; ++sl) a += w[sl] * part_acc[(r * slices + sl) * p.Ev + c];

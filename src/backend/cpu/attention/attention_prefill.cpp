@@ -167,9 +167,11 @@ void ProcessQueryBlock(const AttentionProblem& p, ThreadPool& pool, int64_t r, i
   T* out = static_cast<T*>(p.out) + (r * p.L + i0) * Ev;
   for (int64_t i = 0; i < nL; ++i) {
     C* a = s.acc.data() + i * ev_pad;
-    // l == 0: every key of the row was masked (or S == 0): zeros, kiln decision 5.
-    const C inv = s.l[i] > C(0) ? C(1) / s.l[i] : C(0);
-    for (int64_t c = 0; c < Ev; ++c) a[c] = s.l[i] > C(0) ? a[c] * inv : C(0);
+    // l == 0: every key of the row was masked (or S == 0): zeros, kiln decision 5. A NaN
+    // or +inf score left l NaN (e^NaN, e^(inf - inf)): the row is NaN, as softmax gives.
+    const bool hidden = s.l[i] == C(0);
+    const C inv = hidden ? C(0) : C(1) / s.l[i];
+    for (int64_t c = 0; c < Ev; ++c) a[c] = hidden ? C(0) : a[c] * inv;
     NarrowRow<T>(a, Ev, out + i * Ev);
   }
 }

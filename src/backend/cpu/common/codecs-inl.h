@@ -37,7 +37,21 @@ template <class DF>
 HWY_INLINE hn::Vec<DF> LoadF16(DF df, const uint16_t* HWY_RESTRICT p) {
   const hn::Rebind<uint16_t, DF> du16;
   const hn::Rebind<hwy::float16_t, DF> df16;
-  return hn::PromoteTo(df, hn::BitCast(df16, hn::LoadU(du16, p)));
+  const auto widened = hn::PromoteTo(df, hn::BitCast(df16, hn::LoadU(du16, p)));
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || (HWY_ARCH_X86 && HWY_TARGET >= HWY_SSE4) || \
+    defined(HWY_DISABLE_F16C)
+  // Highway 1.0 emulates the conversion on these targets by re-biasing the exponent
+  // only, which turns inf and NaN (exponent 31) into finite numbers near 2^16: those
+  // codes are rebuilt here as float32 inf / NaN with the sign and mantissa kept.
+  const hn::RebindToUnsigned<DF> du;
+  const auto bits = hn::PromoteTo(du, hn::LoadU(du16, p));
+  const auto is_special = hn::Eq(hn::And(bits, hn::Set(du, 0x7C00u)), hn::Set(du, 0x7C00u));
+  const auto special = hn::Or(hn::Or(hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u))), hn::Set(du, 0x7F800000u)),
+                              hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x3FFu))));
+  return hn::IfThenElse(hn::RebindMask(df, is_special), hn::BitCast(df, special), widened);
+#else
+  return widened;
+#endif
 }
 
 // Lanes(d) elements of storage type T at p in d's lane type: T is the lane type itself
