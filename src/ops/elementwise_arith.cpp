@@ -201,7 +201,8 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
   KILN_CHECK(!(is_integral(a.dtype(), true) && exponent.tag() == Scalar::Tag::Int && exponent.to_int64() < 0), "pow",
              "Integers to negative integer powers are not allowed.");
   const DType result = result_type({a, exponent});
-  check_pow_dtype(result);
+  // Exponents 0 and 1 (False and True too) fill or copy before any kernel, as PyTorch's
+  // pow_out does: that is how bool ** True and bool ** False are defined there.
   const std::complex<double> e = exponent.to_complex();
   if (e == std::complex<double>(0)) return ones(a.sizes(), result);
   if (e == std::complex<double>(1)) {
@@ -209,6 +210,7 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
     out.copy_(a);
     return out;
   }
+  check_pow_dtype(result);
   const DType compute = compute_dtype(result);
   if (const auto shortcut = pow_shortcut(exponent)) {
     if (backend::elementwise_kernels.on(a.device(), "pow").supports_unary(*shortcut, compute)) {
