@@ -8,9 +8,23 @@ A model holds one sequence: ``forward`` appends tokens to it (its KV cache), ``r
 starts a new one, and ``generate`` always starts a new one.
 """
 
+import operator
+
 from . import _kiln
 
 __all__ = ["load", "make_model", "Model", "Tokenizer"]
+
+
+def _checked_seed(seed):
+    """The seed as an int in [0, 2**64 - 1]: the generator's seed is unsigned 64-bit, and a
+    negative one would otherwise reach the binding as an argument-type mismatch."""
+    try:
+        value = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}") from None
+    if not 0 <= value < 2**64:
+        raise ValueError(f"seed must be in [0, 2**64 - 1], got {value}")
+    return value
 
 
 class Tokenizer:
@@ -70,7 +84,7 @@ class Model:
         receives the text as it is produced (return False to stop). Returns the text, or a
         dict with tokens, timings and the stop reason when ``return_details``."""
         result = self._model.generate(prompt, max_new_tokens, temperature, top_k, top_p, min_p,
-                                      repetition_penalty, seed, chat, system, on_text)
+                                      repetition_penalty, _checked_seed(seed), chat, system, on_text)
         return result if return_details else result["text"]
 
 
@@ -90,4 +104,4 @@ def make_model(out_dir, arch="qwen3_moe", preset="tiny", *, layers=None, fp8=Fal
     ``kiln make-model`` writes): random weights, so its text is meaningless. arch:
     "qwen3_moe" or "lfm2_moe"; preset: "tiny", "demo", "qwen3-30b-a3b", "lfm2-8b-a1b";
     fp8 writes a block-scaled FP8 checkpoint."""
-    _kiln._make_synthetic_model(str(out_dir), arch, preset, layers, fp8, seed)
+    _kiln._make_synthetic_model(str(out_dir), arch, preset, layers, fp8, _checked_seed(seed))

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/seed_option.h"
 #include "kiln/llm_synthetic.h"
 
 namespace kiln::cli {
@@ -23,7 +24,7 @@ void register_make_model_command(CLI::App& app, CommandList& commands) {
   CLI::Option* layers_option = cmd->add_option("--layers", *layers, "Keep only the first N layers of the preset");
   cmd->add_flag("--fp8", options->fp8, "Write a Hugging Face FP8 block-scaled checkpoint");
   cmd->add_option("--out", options->out_dir, "Output folder (created if needed)")->required();
-  cmd->add_option("--seed", options->seed, "Seed of the weights (default 0)");
+  add_seed_option(*cmd, options->seed, "Seed of the weights (default 0)");
 
   commands.push_back({cmd, [options, layers, layers_option] {
                         if (layers_option->count() > 0) options->num_layers = *layers;

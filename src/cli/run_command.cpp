@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/seed_option.h"
 #include "kiln/allocator.h"
 #include "kiln/context.h"
 #include "kiln/dtype.h"
@@ -157,7 +158,7 @@ void register_run_command(CLI::App& app, CommandList& commands) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repetition-penalty", o->sampling.repetition_penalty, "Penalty for repeated tokens (1 = off)")
       ->check(CLI::Range(0.01, 100.0));
-  cmd->add_option("--seed", o->sampling.seed, "Sampling seed");
+  add_seed_option(*cmd, o->sampling.seed, "Sampling seed (default 0)");
   cmd->add_flag("--no-roofline", o->no_probe, "Skip the memory-bandwidth probe after generation");
   commands.push_back({cmd, [o] { return run(*o); }});
 }
