@@ -166,9 +166,14 @@ TEST(HostileResults, AttentionInfiniteScaleFollowsTheMathPath) {
             for (double scale : {kInf, -kInf}) {
               SCOPED_TRACE(::testing::Message() << "L=" << L << " S=" << S << " causal=" << causal << " scale=" << scale);
               const Tensor q = ones({1, L, E}, dt), v = rnd({1, S, E}, dt, 19);
-              // Every score -inf: zeros.
+              // Every score -inf: zeros (kiln decision 5), even where v holds inf or NaN.
               Tensor k = full({1, S, E}, Scalar(scale > 0 ? -1.0 : 1.0), dt);
               for (double x : to_doubles(scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, causal, scale)))
+                ASSERT_EQ(x, 0.0);
+              Tensor v_inf = v.clone();
+              v_inf.select(1, 0).select(1, 1).fill_(Scalar(kInf));
+              v_inf.select(1, S - 1).select(1, 2).fill_(Scalar(kNaN));
+              for (double x : to_doubles(scaled_dot_product_attention(q, k, v_inf, std::nullopt, 0.0, causal, scale)))
                 ASSERT_EQ(x, 0.0);
               // One key (the last, hidden from every query but the last under is_causal)
               // scores +inf: every row is NaN.

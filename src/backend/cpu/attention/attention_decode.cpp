@@ -381,10 +381,13 @@ void DecodeSlice(const AttentionProblem& p, int64_t row0, int64_t R, int64_t s0,
     C* acc = s.acc.data() + t * ev_pad;
     const C l = hn::GetLane(hn::SumOfLanes(d, hn::LoadU(d, s.lsum.data() + t * N)));
     if (res.out != nullptr) {
-      // l == 0: no key had a finite score: zeros, as for a fully masked row. A NaN or +inf
-      // score left l NaN: the row is NaN, as softmax gives.
+      // l == 0: no key had a finite score: zeros, as for a fully masked row (set, not
+      // scaled: acc holds 0 * v, NaN where v is inf or NaN). A NaN or +inf score left l
+      // NaN: the row is NaN, as softmax gives.
       const auto inv = hn::Set(d, l == C(0) ? C(0) : C(1) / l);
-      for (int64_t c = 0; c < ev_pad; c += N) hn::StoreU(hn::Mul(hn::LoadU(d, acc + c), inv), d, acc + c);
+      for (int64_t c = 0; c < ev_pad; c += N) {
+        hn::StoreU(l == C(0) ? hn::Zero(d) : hn::Mul(hn::LoadU(d, acc + c), inv), d, acc + c);
+      }
       NarrowRow<T>(acc, Ev, res.out + (row0 + t) * Ev);
     } else {
       std::copy(acc, acc + Ev, res.part_acc + t * res.part_stride * Ev);
@@ -476,7 +479,7 @@ void AttentionDecode(const AttentionProblem& p, ThreadPool& pool) {
       for (int64_t c = 0; c < p.Ev; ++c) {
         double a = 0;
         for (int64_t sl = 0; sl < slices; ++sl) a += w[sl] * part_acc[(r * slices + sl) * p.Ev + c];
-        row[c] = static_cast<C>(a * inv_total);
+        row[c] = total == 0 ? C(0) : static_cast<C>(a * inv_total);
       }
       NarrowRow<T>(row.data(), p.Ev, out + r * p.Ev);
     }
