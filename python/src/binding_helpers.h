@@ -22,6 +22,14 @@ inline Tensor wrap_number(const py::handle& number, const Tensor& other) {
   return scalar_tensor(s, compute_dtype(result_type({other, s})));
 }
 
+// The dividend of a true division number / tensor: held in the dtype the division
+// computes in (float32 for integer operands), so -7 / uint8_tensor divides -7, not the
+// uint8 value -7 would wrap to.
+inline Tensor wrap_dividend(const py::handle& number, const Tensor& other) {
+  Scalar s = to_scalar(number);
+  return scalar_tensor(s, compute_dtype(float_result_dtype(result_type({other, s}))));
+}
+
 // dim=None, an int, or a sequence of ints.
 inline std::vector<int64_t> to_dims(const py::object& dim) {
   if (dim.is_none()) return {};

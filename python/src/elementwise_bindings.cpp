@@ -11,11 +11,30 @@ namespace {
 using TensorTensorFn = Tensor (*)(const Tensor&, const Tensor&);
 using TensorScalarFn = Tensor (*)(const Tensor&, const Scalar&);
 
+using WrapFn = Tensor (*)(const py::handle&, const Tensor&);
+
+// op(number, tensor) through a tensor-tensor op. A 0-dim `other` promotes with the
+// wrapped number as with any 0-dim tensor, so a number held in float32 (the compute
+// dtype of a bfloat16 or float16 result) would make 1.5 - bf16_scalar float32; in
+// PyTorch the number never decides the dtype, so the float32 result is rounded once.
+template <typename Op>
+Tensor number_first(const py::handle& number, const Tensor& other, WrapFn wrap, Op&& op) {
+  const Tensor wrapped = wrap(number, other);
+  Tensor out = op(wrapped, other);
+  const DType want = result_type({other, to_scalar(number)});
+  if (other.dim() == 0 && out.dtype() == wrapped.dtype() && is_floating(want) && want != wrapped.dtype()) {
+    out = out.to(want);
+  }
+  return out;
+}
+
 // A binary op taking tensors or numbers on either side, as torch.<op> does.
 struct Binary {
   TensorTensorFn tt;
   TensorScalarFn ts;
   bool commutative;
+  // How a number on the left becomes a tensor (true division computes in float).
+  WrapFn wrap = &wrap_number;
 
   Tensor operator()(const py::object& a, const py::object& b) const {
     if (is_tensor(a)) {
@@ -26,7 +45,7 @@ struct Binary {
     if (!is_tensor(b)) throw py::type_error("expected at least one tensor argument");
     const Tensor& tb = b.cast<const Tensor&>();
     if (commutative) return ts(tb, to_scalar(a));
-    return tt(wrap_number(a, tb), tb);
+    return number_first(a, tb, wrap, tt);
   }
 };
 
@@ -65,7 +84,7 @@ void bind_elementwise(py::module_& m) {
   const Binary sub_op{[](const Tensor& a, const Tensor& b) { return sub(a, b); },
                       [](const Tensor& a, const Scalar& b) { return sub(a, b); }, false};
   const Binary div_op{[](const Tensor& a, const Tensor& b) { return div(a, b); },
-                      [](const Tensor& a, const Scalar& b) { return div(a, b); }, false};
+                      [](const Tensor& a, const Scalar& b) { return div(a, b); }, false, &wrap_dividend};
   const Binary floordiv_op{[](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); },
                            [](const Tensor& a, const Scalar& b) { return div(a, b, "floor"); }, false};
 
@@ -94,9 +113,13 @@ void bind_elementwise(py::module_& m) {
     return is_tensor(b) ? sub(ta, b.cast<const Tensor&>(), to_scalar(alpha)) : sub(ta, to_scalar(b), to_scalar(alpha));
   }, py::arg("input"), py::arg("other"), py::kw_only(), py::arg("alpha") = py::none());
   def_op(m, "div", [](const py::object& a, const py::object& b, std::optional<std::string> mode) {
-    Tensor ta = is_tensor(a) ? a.cast<Tensor>() : wrap_number(a, b.cast<const Tensor&>());
     std::optional<std::string_view> rm;
     if (mode) rm = *mode;
+    if (!is_tensor(a)) {
+      const auto divide = [rm](const Tensor& x, const Tensor& y) { return div(x, y, rm); };
+      return number_first(a, b.cast<const Tensor&>(), mode ? &wrap_number : &wrap_dividend, divide);
+    }
+    const Tensor& ta = a.cast<const Tensor&>();
     return is_tensor(b) ? div(ta, b.cast<const Tensor&>(), rm) : div(ta, to_scalar(b), rm);
   }, py::arg("input"), py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
   m.attr("divide") = m.attr("div");

@@ -129,6 +129,28 @@ def test_sdpa_nan_query_row_is_nan_not_zero():
     assert np.isnan(got[1]).all() and np.isfinite(got[[0, 2]]).all()
 
 
+# ---------------------------------------------------------------- number op tensor
+
+
+def test_number_divided_by_unsigned_tensor_divides_the_number():
+    # The dividend used to be converted to the tensor's dtype first (-7 -> uint32 4294967289).
+    t = kiln.tensor([3, 0], dtype=kiln.uint32)
+    for got in (-7 / t, kiln.div(-7, t), kiln.true_divide(-7, t)):
+        assert got.dtype == kiln.float32
+        np.testing.assert_allclose(got.numpy(), [-7 / 3, -INF])
+    assert (300 / kiln.tensor([3], dtype=kiln.int8)).tolist() == [100.0]
+    assert kiln.div(-7, t[:1], rounding_mode="floor").dtype == kiln.uint32  # stays integral
+
+
+def test_number_with_zero_dim_narrow_tensor_keeps_the_tensor_dtype():
+    # A number never decides the dtype (it used to promote with a 0-dim bf16 tensor to float32).
+    b = kiln.tensor(2.0).to(kiln.bfloat16)
+    for got in (1.5 - b, 2 / b, 2 ** b, 3 % b, 2 // b, kiln.sub(1.5, b), kiln.div(1, b, rounding_mode="trunc")):
+        assert got.dtype == kiln.bfloat16
+    assert (1.5 - b).float().item() == -0.5 and (3 % b).float().item() == 1.0
+    assert (1.5 - kiln.tensor([2.0]).to(kiln.float16)).dtype == kiln.float16
+
+
 # ---------------------------------------------------------------- pow on bool
 
 
