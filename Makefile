@@ -7,7 +7,7 @@ PYTHON := /usr/bin/python3
 DEMO_MODEL := build/models/qwen3-moe-demo
 DEMO_PROMPT := The kiln fired the clay until it rang like a bell.
 
-.PHONY: deps configure build demo test test-cpp test-python bench clean
+.PHONY: deps configure build demo test test-cpp test-python bench hostile-sweep clean
 
 deps:
 	@scripts/setup-deps
@@ -32,6 +32,11 @@ test: test-cpp test-python
 
 bench: build
 	$(BUILD_DIR)/kiln bench
+
+# Generated hostile inputs against the Python API (crashes, hangs, silent wrong results,
+# unclear errors), ~55,000 cases; SWEEP_ARGS=--quick for the CI-sized run.
+hostile-sweep: build
+	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) scripts/hostile-sweep $(SWEEP_ARGS)
 
 clean:
 	rm -rf build
