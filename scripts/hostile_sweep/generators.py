@@ -335,11 +335,14 @@ def gen_creation(d):
                 __import__("math").ceil((end - start) / step)
         except (ZeroDivisionError, ValueError, OverflowError):
             count = None
-        if count is not None and 0 <= count <= 10**6 and (not kw or dtype in FLOATS + SIGNED):
-            ref = ("numpy", {"expr": f"np.arange({', '.join(fmt(a) for a in args)}, dtype=np.float64)",
-                             "cast": True, "rtol": 1e-6 if kw and dtype in NARROW + ('float32',) else 0.0})
-            if kw and dtype in NARROW:
-                ref = None
+        if count is not None and 0 <= count <= 10**6 and (not kw or dtype in FLOATS + SIGNED) and \
+                not (kw and dtype in NARROW):
+            # PyTorch's values: start + i * step, in int64 when every argument is an int, else
+            # in double (numpy's arange accumulates its own way); then cast.
+            exact = all(isinstance(a, int) for a in (start, end, step))
+            vals = f"[{fmt(start)} + i * {fmt(step)} for i in range({count})]"
+            expr = f"np.array({vals}, dtype=np.int64 if {exact} else np.float64)"
+            ref = ("numpy", {"expr": expr, "cast": True, "rtol": 1e-6 if kw and dtype == "float32" else 0.0})
         elif count is not None and count > 2**40:
             ref = ("error", {"why": f"arange of {count} elements cannot be allocated"})
         return case(op, [], call, ref, invariant=False)
@@ -870,6 +873,49 @@ def gen_misc(d):
     return case("from_numpy", ["import numpy as np"], f"kiln.from_numpy({arr})", ref, invariant=False)
 
 
+# ---------------------------------------------------------------- kiln.llm
+
+# The folder goes when the case's names do (TemporaryDirectory's finaliser).
+LLM_SETUP = ["import tempfile", "t = tempfile.TemporaryDirectory()", "d = t.name",
+             "kiln.llm.make_model(d, 'qwen3_moe', 'tiny', layers=1)", "m = kiln.llm.load(d, 'f32')"]
+PROMPTS = ["''", "'hi'", "'\\x00\\x01'", "'\\ud800'", "'a' * 20000", "'\\U0001F642' * 50", "'\\u180e \\u3000'",
+           "b'bytes'", "None", "123"]
+
+
+def gen_llm(d):
+    """A tiny synthetic checkpoint (made in the case's own setup) driven with hostile
+    arguments; logits must stay finite."""
+    op = d.pick(["generate", "generate", "forward", "encode", "decode", "load", "chat_prompt"])
+    if op == "generate":
+        kw = {
+            "max_new_tokens": d.pick([0, 1, 3, -1, 2**31, 2**63]),
+            "temperature": d.pick([0.0, 1.0, float("nan"), -1.0, float("inf"), 1e-30]),
+            "top_k": d.pick([0, 1, -1, 2**40]), "top_p": d.pick([1.0, 0.5, 0.0, -0.1, 1.5, float("nan")]),
+            "min_p": d.pick([0.0, 0.5, 2.0, float("nan")]),
+            "repetition_penalty": d.pick([1.0, 0.0, -1.0, float("nan"), float("inf")]),
+            "seed": d.pick([0, 7, -1, 2**64]),
+        }
+        keys = [k for k in kw if d.chance(0.4)]
+        args = ", ".join(f"{k}={fmt(kw[k])}" for k in keys)
+        return case(op, LLM_SETUP, f"m.generate({d.pick(PROMPTS)}{', ' + args if args else ''})", invariant=False)
+    if op == "forward":
+        ids = d.pick(["[1, 2, 3]", "[]", "[-1]", "[512]", "[2**31]", "[2**63]", "[0] * 5000", "[1.5]", "'abc'",
+                      "np.array([1, 2], np.int64)"])
+        ref = ("property", {"expr": "np.isfinite(out).all()"}) if ids == "[1, 2, 3]" else None
+        return case(op, LLM_SETUP, f"m.forward({ids}, last_only={d.chance(0.5)})", ref, invariant=False)
+    if op == "encode":
+        return case(op, LLM_SETUP, f"m.tokenizer.encode({d.pick(PROMPTS)})", invariant=False)
+    if op == "decode":
+        ids = d.pick(["[1, 2]", "[-1]", "[512]", "[2**40]", "[2**64]", "[]", "[None]"])
+        return case(op, LLM_SETUP, f"m.tokenizer.decode({ids})", invariant=False)
+    if op == "chat_prompt":
+        return case(op, LLM_SETUP, f"m.tokenizer.chat_prompt({d.pick(PROMPTS)}, {d.pick(PROMPTS)})", invariant=False)
+    kw = d.pick(["dtype='bogus'", "max_context=-1", "max_context=2**58", "max_context=2**63", "cache_dtype=kiln.int8",
+                 "cache_dtype=kiln.float64", "dtype='fp8'", "max_context=1"])
+    path = d.pick(["d", "d + '/config.json'", "'/nonexistent'"])
+    return case(op, LLM_SETUP[:4], f"kiln.llm.load({path}, {kw}).forward([1, 2])", invariant=False)
+
+
 FAMILIES = {
     # name: (generator, share of the cases)
     "unary": (gen_unary, 16),
@@ -883,6 +929,7 @@ FAMILIES = {
     "matmul": (gen_matmul, 6),
     "nn": (gen_nn, 6),
     "misc": (gen_misc, 3),
+    "llm": (gen_llm, 1),
 }
 
 

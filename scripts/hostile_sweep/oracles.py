@@ -36,6 +36,8 @@ def np_compute(name):
 
 def to_np(t):
     """A kiln tensor's values as numpy (narrow floats as float32, exactly)."""
+    if isinstance(t, np.ndarray):
+        return t
     name = dname(t.dtype)
     if name not in NUMPY_NATIVE:
         t = t.to(kiln.float32)

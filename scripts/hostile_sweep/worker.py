@@ -54,6 +54,8 @@ def check_integrity(t):
     n = math.prod(t.shape)
     if t.numel() != n:
         return f"numel() is {t.numel()} but the shape {tuple(t.shape)} holds {n} elements"
+    if n == 0:
+        return None  # nothing to read (numpy cannot even describe some empty shapes, e.g. (0, 2**63 - 1))
     if n <= MAX_READ:
         to_np(t)
     elif n > 0:
