@@ -38,9 +38,13 @@ class Worker:
     """One worker process over cases[start:] of a batch file."""
 
     def __init__(self, script, batch_path, start, mem_limit):
+        env = os.environ.copy()
+        # Temporary files of the cases (model folders) go under the run's own directory,
+        # which is removed at the end even when a crash skipped a case's clean-up.
+        env["TMPDIR"] = os.path.dirname(batch_path)
         self.proc = subprocess.Popen(
             [sys.executable, script, "--worker", batch_path, str(start), str(mem_limit)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=os.environ.copy())
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.buf = b""
         self.current = None  # id of the case begun and not finished
