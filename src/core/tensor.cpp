@@ -236,10 +236,13 @@ size_t Tensor::nbytes() const {
 bool Tensor::is_contiguous() const {
   const auto& s = impl().sizes;
   const auto& st = impl().strides;
+  // An empty tensor is contiguous whatever its strides (PyTorch's rule): materialising
+  // it would only cost strides that may not fit ([0, 2^40, 2^40] has none that do).
+  const auto empty = [&] { return std::find(s.begin(), s.end(), int64_t{0}) != s.end(); };
   int64_t expected = 1;
   for (size_t i = s.size(); i-- > 0;) {
     if (s[i] == 0) return true;
-    if (s[i] != 1 && st[i] != expected) return false;
+    if (s[i] != 1 && st[i] != expected) return empty();
     // Every tensor's numel fits, so only an empty one (a 0 further out) overflows here.
     if (!checked_mul(expected, s[i], &expected)) return true;
   }
