@@ -19,6 +19,7 @@
 #include "kiln/ops/linear.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/reduce.h"
+#include "kiln/ops/shape.h"
 #include "kiln/tensor.h"
 #include "test_util.h"
 
@@ -274,6 +275,37 @@ TEST(HostileSizes, ReductionsOverBroadcastViewsUseFullCounts) {
   EXPECT_EQ(sum(wide, {1, 2}).sizes(), Shape({0}));
   EXPECT_EQ(mean(wide, {1, 2}).sizes(), Shape({0}));
   EXPECT_EQ(sum(wide).item().to_double(), 0.0);
+}
+
+TEST(HostileSizes, SplitsOfHugeDimsRaiseInsteadOfBadAlloc) {
+  // 2^46 views would need 2^50 bytes for the list alone.
+  const int64_t n = int64_t{1} << 46;
+  const Tensor b = broadcast_one({n});
+  expect_error([&] { split(b, 1); }, ErrorKind::Runtime, "split: not enough memory for a list of 70368744177664");
+  expect_error([&] { chunk(b, n); }, ErrorKind::Runtime, "not enough memory for a list");
+  expect_error([&] { tensor_split(b, n); }, ErrorKind::Runtime, "tensor_split: not enough memory");
+  expect_error([&] { unbind(b); }, ErrorKind::Runtime, "unbind: not enough memory");
+  expect_error([] { chunk(Tensor::empty({0}), int64_t{1} << 62); }, ErrorKind::Runtime, "chunk: not enough memory");
+  // Counts near INT64_MAX: exact piece counts, not wrapped ones.
+  const Tensor t = arange(Scalar(int64_t{0}), Scalar(int64_t{5}));
+  EXPECT_EQ(split(t, kMax).size(), 1u);
+  EXPECT_EQ(chunk(t, kMax).size(), 5u);
+  // Sizes whose sum wraps to the dim's size.
+  expect_error([&] { split_with_sizes(t, {kMax, kMax, 7}, 0); }, ErrorKind::Value, "to sum exactly to 5");
+}
+
+TEST(HostileSizes, CatLengthBeyondInt64Raises) {
+  const Tensor half = broadcast_one({int64_t{1} << 62});
+  expect_error([&] { cat({half, half}, 0); }, ErrorKind::Runtime, "cat: the concatenated size along dimension 0");
+}
+
+TEST(HostileSizes, EmptyTensorsAreContiguousWhateverTheirStrides) {
+  // PyTorch's rule; materialising this one would need strides past int64.
+  const Tensor wide = broadcast_one({0, int64_t{1} << 40, int64_t{1} << 40});
+  EXPECT_TRUE(wide.is_contiguous());
+  EXPECT_TRUE(wide.contiguous().is_same(wide));
+  EXPECT_TRUE(Tensor::empty({0, 3}).t().is_contiguous());
+  EXPECT_FALSE(Tensor::empty({2, 3}).t().is_contiguous());
 }
 
 }  // namespace

@@ -155,3 +155,32 @@ def test_matmul_batch_too_large_raises_before_its_offset_tables():
     b = broadcast_one(1, 2**24, 1, 1)
     with pytest.raises(RuntimeError, match="not enough memory: you tried to allocate"):
         kiln.matmul(a, b)
+
+
+def test_splits_of_huge_dims_raise_instead_of_bad_alloc():
+    b = broadcast_one(2**46)  # 2**46 views: 2**50 bytes for the list alone
+    with pytest.raises(RuntimeError, match="split: not enough memory for a list of 70368744177664 pieces"):
+        kiln.split(b, 1)
+    with pytest.raises(RuntimeError, match="not enough memory for a list"):
+        kiln.chunk(b, 2**46)
+    with pytest.raises(RuntimeError, match="unbind: not enough memory for a list"):
+        kiln.unbind(b)
+    t = kiln.arange(5)
+    assert len(kiln.split(t, 2**63 - 1)) == 1
+    assert len(kiln.chunk(t, 2**63 - 1)) == 5
+    with pytest.raises(ValueError, match="to sum exactly to 5"):
+        kiln.split(t, [2**63 - 1, 2**63 - 1, 7])
+
+
+def test_cat_length_beyond_int64_raises():
+    half = broadcast_one(2**62)
+    with pytest.raises(RuntimeError, match="cat: the concatenated size along dimension 0 does not fit in int64"):
+        kiln.cat([half, half])
+
+
+def test_empty_tensors_are_contiguous_whatever_their_strides():
+    wide = kiln.ones(1, 1, 1).expand(0, 2**40, 2**40)
+    assert wide.is_contiguous()
+    assert wide.contiguous().shape == (0, 2**40, 2**40)
+    assert kiln.empty(0, 3).t().is_contiguous()
+    assert not kiln.empty(2, 3).t().is_contiguous()
