@@ -24,8 +24,16 @@ void reset_peak_memory_stats();
 // Returns every cached, unused block to the system (torch.cuda.empty_cache).
 void empty_cache();
 
-// Raw interface used by Storage; sizes are rounded up internally.
-void* allocate_bytes(size_t nbytes);
+// The largest single allocation kiln asks the system for: 256 TiB, more than the user
+// address space of x86-64 and arm64 systems (47-48 bits) can map. Larger requests fail
+// at once, without asking the system (whose answer to an absurd size may be an abort
+// under a sanitizer's allocator rather than a null pointer).
+inline constexpr size_t kMaxAllocationBytes = size_t{1} << 48;
+
+// Raw interface used by Storage; sizes are rounded up internally. A request the system
+// refuses, or above kMaxAllocationBytes, raises a RuntimeError-kind kiln::Error naming
+// `op`: "<op>: not enough memory: you tried to allocate N bytes" (PyTorch's wording).
+void* allocate_bytes(size_t nbytes, const char* op = "allocate");
 void free_bytes(void* ptr, size_t nbytes);
 
 }  // namespace kiln

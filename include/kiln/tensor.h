@@ -31,7 +31,9 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
   ~Storage();
 
-  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = kCPU);
+  // Memory for nbytes; a request that cannot be met raises a kiln::Error naming `op` and
+  // the byte count (never std::bad_alloc).
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = kCPU, const char* op = "empty");
   static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, std::shared_ptr<void> keep_alive,
                                          Device device = kCPU);
 };
@@ -49,8 +51,10 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // A new, uninitialised, contiguous tensor.
-  static Tensor empty(const Shape& sizes, DType dtype = DType::Float32, Device device = kCPU);
+  // A new, uninitialised, contiguous tensor. Sizes whose element or byte count does not
+  // fit, or memory the system refuses, raise a kiln::Error naming `op`.
+  static Tensor empty(const Shape& sizes, DType dtype = DType::Float32, Device device = kCPU,
+                      const char* op = "empty");
   // A 0-dim CPU tensor holding `value` in its widest natural dtype (bool, int64, uint64,
   // float64 or complex128): the exact source that scalar_tensor and fill_ convert from.
   static Tensor from_scalar(const Scalar& value);
@@ -70,7 +74,9 @@ class Tensor {
   int64_t storage_offset() const { return impl().offset; }
   int64_t numel() const;
   size_t element_size() const { return itemsize(dtype()); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  // numel() * element_size(); a kiln::Error when that does not fit in size_t (possible
+  // only for an expanded view, whose elements share memory).
+  size_t nbytes() const;
   bool is_contiguous() const;
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
@@ -126,9 +132,15 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
-// Row-major strides for `sizes`.
-Shape contiguous_strides(const Shape& sizes);
-int64_t shape_numel(const Shape& sizes);
+// Row-major strides for `sizes`; a kiln::Error naming `op` when one does not fit in
+// int64 (possible only for sizes holding a 0, whose product is 0).
+Shape contiguous_strides(const Shape& sizes, const char* op = "contiguous_strides");
+// The number of elements of `sizes` (0 when any size is 0, whatever the others). Raises
+// a kiln::Error naming `op` when it does not fit in int64. Every tensor's numel fits (the
+// constructors and views that can grow it check), so Tensor::numel() never raises.
+int64_t shape_numel(const Shape& sizes, const char* op = "numel");
+// As shape_numel, but returns false instead of raising.
+bool try_shape_numel(const Shape& sizes, int64_t* numel);
 std::string shape_to_string(const Shape& sizes);
 // Wraps a possibly negative dim into [0, ndim); ndim 0 accepts -1 and 0 like PyTorch.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +49,7 @@ constexpr size_t kHugePageAlignment = size_t{2} << 20;
 constexpr size_t kArenaMinBlock = size_t{64} << 10;      // 64 KiB
 constexpr size_t kArenaBytes = size_t{32} << 20;         // 32 MiB: 8 blocks of the largest medium size
 
+// For n <= kMaxAllocationBytes, so the rounding cannot wrap.
 size_t round_size(size_t n) {
   size_t r = n < kLargeThreshold ? kSmallRounding : kLargeRounding;
   return (n + r - 1) / r * r;
@@ -70,45 +72,24 @@ struct Block {
 
 class CachingAllocator {
  public:
-  void* allocate(size_t nbytes) {
+  void* allocate(size_t nbytes, const char* op) {
     if (nbytes == 0) return nullptr;
-    size_t size = round_size(nbytes);
+    if (nbytes > kMaxAllocationBytes) {
+      fail(ErrorKind::Runtime, op, "not enough memory: you tried to allocate {} bytes, more than the {} bytes a "
+           "single allocation can have", nbytes, kMaxAllocationBytes);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.num_allocs;
-    // Best fit among cached blocks, but never much bigger than the request, so a tensor
-    // cannot pin a block far larger than itself: up to twice a small request, up to
-    // 1/8 more for a large one (whose slack would be megabytes, and which may live as
-    // long as the model).
-    auto it = free_.lower_bound(size);
-    const size_t max_block = size < kLargeThreshold ? 2 * size : size + size / 8;
-    if (it != free_.end() && it->first <= max_block) {
-      void* p = it->second.first;
-      const Block block{it->first, it->second.second};
-      free_.erase(it);
-      ++stats_.num_cache_hits;
-      note_allocated(p, block);
-      return p;
-    }
-    Block block{size, nullptr};
-    // A medium block whose arena the system refuses is tried on its own, as it was before
-    // arenas; only then are cached blocks given back and everything tried once more.
-    const auto obtain = [&]() -> void* {
-      if (is_medium(size)) {
-        if (void* q = carve(size, block.arena)) return q;
-      }
-      return system_allocate(size);
-    };
-    void* p = obtain();
-    if (p == nullptr) {
-      release_cached_locked();
-      p = obtain();
+    void* p = nullptr;
+    try {
+      p = allocate_locked(round_size(nbytes));
+    } catch (const std::bad_alloc&) {
+      // The bookkeeping's own few bytes were refused: still kiln's out-of-memory error,
+      // never a bare std::bad_alloc.
     }
     if (p == nullptr) {
-      fail(ErrorKind::Runtime, "allocate", "out of memory: could not allocate {} bytes ({} bytes "
-           "allocated by kiln now)", nbytes, stats_.allocated_bytes);
+      fail(ErrorKind::Runtime, op, "not enough memory: you tried to allocate {} bytes ({} bytes are allocated by "
+           "kiln now)", nbytes, stats_.allocated_bytes);
     }
-    if (block.arena == nullptr) add_reserved(static_cast<int64_t>(size));
-    note_allocated(p, block);
     return p;
   }
 
@@ -121,7 +102,16 @@ class CachingAllocator {
     live_.erase(it);
     stats_.allocated_bytes -= static_cast<int64_t>(block.size);
     if (block.arena != nullptr) --block.arena->blocks_in_use;
-    free_.emplace(block.size, std::make_pair(p, block.arena));
+    try {
+      free_.emplace(block.size, std::make_pair(p, block.arena));
+    } catch (const std::bad_alloc&) {
+      // Runs in destructors, so it must not throw: a block the free list cannot take goes
+      // back to the system (an arena's block stays with its arena, unused).
+      if (block.arena == nullptr) {
+        std::free(p);
+        stats_.reserved_bytes -= static_cast<int64_t>(block.size);
+      }
+    }
   }
 
   AllocatorStats stats() {
@@ -141,6 +131,53 @@ class CachingAllocator {
   }
 
  private:
+  // A block of `size` (rounded) bytes, or null when the system refuses it even after the
+  // cache is given back. When the bookkeeping throws std::bad_alloc, no block is lost.
+  void* allocate_locked(size_t size) {
+    ++stats_.num_allocs;
+    // Best fit among cached blocks, but never much bigger than the request, so a tensor
+    // cannot pin a block far larger than itself: up to twice a small request, up to
+    // 1/8 more for a large one (whose slack would be megabytes, and which may live as
+    // long as the model).
+    auto it = free_.lower_bound(size);
+    const size_t max_block = size < kLargeThreshold ? 2 * size : size + size / 8;
+    if (it != free_.end() && it->first <= max_block) {
+      void* p = it->second.first;
+      const Block block{it->first, it->second.second};
+      note_allocated(p, block);  // before the erase: if it throws, the block stays cached
+      free_.erase(it);
+      ++stats_.num_cache_hits;
+      return p;
+    }
+    Block block{size, nullptr};
+    // A medium block whose arena the system refuses is tried on its own, as it was before
+    // arenas; only then are cached blocks given back and everything tried once more.
+    const auto obtain = [&]() -> void* {
+      if (is_medium(size)) {
+        if (void* q = carve(size, block.arena)) return q;
+      }
+      return system_allocate(size);
+    };
+    void* p = obtain();
+    if (p == nullptr) {
+      release_cached_locked();
+      p = obtain();
+    }
+    if (p == nullptr) return nullptr;
+    try {
+      note_allocated(p, block);
+    } catch (const std::bad_alloc&) {
+      if (block.arena != nullptr) {
+        block.arena->used -= size;  // the block was the arena's last carve
+      } else {
+        std::free(p);
+      }
+      throw;
+    }
+    if (block.arena == nullptr) add_reserved(static_cast<int64_t>(size));
+    return p;
+  }
+
   static void* system_allocate(size_t size) {
     size_t align = size >= kHugePageThreshold ? kHugePageAlignment : kAlignment;
     void* p = nullptr;
@@ -156,17 +193,25 @@ class CachingAllocator {
   // a full arena (too small for this request) goes to the free list for smaller ones.
   void* carve(size_t size, Arena*& arena) {
     if (current_ == nullptr || kArenaBytes - current_->used < size) {
+      // The arena's bookkeeping first, so that std::bad_alloc leaves no memory behind.
+      auto fresh = std::make_unique<Arena>();
+      arenas_.reserve(arenas_.size() + 1);
       void* base = system_allocate(kArenaBytes);
       if (base == nullptr) return nullptr;
-      if (current_ != nullptr && current_->used < kArenaBytes) {
-        free_.emplace(kArenaBytes - current_->used, std::make_pair(current_->base + current_->used, current_));
-        current_->used = kArenaBytes;
-      }
-      arenas_.push_back(std::make_unique<Arena>());
+      Arena* full = current_;
+      arenas_.push_back(std::move(fresh));
       current_ = arenas_.back().get();
       current_->base = static_cast<char*>(base);
       add_reserved(static_cast<int64_t>(kArenaBytes));
       stats_.arena_bytes += static_cast<int64_t>(kArenaBytes);
+      if (full != nullptr && full->used < kArenaBytes) {
+        try {
+          free_.emplace(kArenaBytes - full->used, std::make_pair(full->base + full->used, full));
+          full->used = kArenaBytes;
+        } catch (const std::bad_alloc&) {
+          // The rest of the full arena is never reused; it is freed with the arena.
+        }
+      }
     }
     void* p = current_->base + current_->used;
     current_->used += size;
@@ -179,6 +224,7 @@ class CachingAllocator {
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
   }
 
+  // Records a block handed out; only the first step can throw (std::bad_alloc).
   void note_allocated(void* p, const Block& block) {
     live_.emplace(p, block);
     if (block.arena != nullptr) ++block.arena->blocks_in_use;
@@ -231,7 +277,7 @@ CachingAllocator& allocator() {
 AllocatorStats allocator_stats() { return allocator().stats(); }
 void reset_peak_memory_stats() { allocator().reset_peak(); }
 void empty_cache() { allocator().empty_cache(); }
-void* allocate_bytes(size_t nbytes) { return allocator().allocate(nbytes); }
+void* allocate_bytes(size_t nbytes, const char* op) { return allocator().allocate(nbytes, op); }
 void free_bytes(void* ptr, size_t /*nbytes*/) { allocator().free(ptr); }
 
 }  // namespace kiln

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <new>
 
 #include "core/default_pool.h"
+#include "kiln/allocator.h"
 #include "kiln/error.h"
 #include "kiln/generator.h"
 
@@ -42,10 +42,15 @@ void* ExecutionContext::scratch(int slot, size_t bytes) const {
              kScratchSlots, slot);
   ScratchSlots::Block& b = t_scratch.blocks[slot];
   if (b.bytes < bytes || b.data == nullptr) {
-    size_t want = std::max<size_t>({bytes, 2 * b.bytes, 4096});
+    // Bounded first, so that the doubling and the rounding below cannot wrap.
+    KILN_CHECK(bytes <= kMaxAllocationBytes, "ExecutionContext::scratch",
+               "not enough memory: you tried to allocate {} bytes, more than the {} bytes a single allocation can "
+               "have", bytes, kMaxAllocationBytes);
+    size_t want = std::max<size_t>({bytes, std::min(2 * b.bytes, kMaxAllocationBytes), 4096});
     want = (want + 63) / 64 * 64;
     void* fresh = std::aligned_alloc(64, want);
-    if (fresh == nullptr) throw std::bad_alloc();
+    KILN_CHECK(fresh != nullptr, "ExecutionContext::scratch", "not enough memory: you tried to allocate {} bytes",
+               want);
     std::free(b.data);
     b.data = fresh;
     b.bytes = want;

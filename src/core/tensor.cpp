@@ -2,10 +2,12 @@
 #include "kiln/tensor.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "kiln/allocator.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 
 namespace kiln {
 
@@ -13,11 +15,10 @@ Storage::~Storage() {
   if (from_allocator) free_bytes(data, nbytes);
 }
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  KILN_CHECK(device.type == DeviceType::CPU, "empty", "device {} is not available in this build",
-             device.str());
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, const char* op) {
+  KILN_CHECK(device.type == DeviceType::CPU, op, "device {} is not available in this build", device.str());
   auto s = std::make_shared<Storage>();
-  s->data = allocate_bytes(nbytes);
+  s->data = allocate_bytes(nbytes, op);
   s->nbytes = nbytes;
   s->device = device;
   s->from_allocator = true;
@@ -34,19 +35,38 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, std::shared_
   return s;
 }
 
-Shape contiguous_strides(const Shape& sizes) {
+Shape contiguous_strides(const Shape& sizes, const char* op) {
   Shape strides(sizes.size());
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    // The outermost dim's extent is no stride: only the ones before it must fit.
+    if (i > 0 && !checked_mul(s, std::max<int64_t>(sizes[i], 1), &s)) {
+      fail(ErrorKind::Runtime, op, "Stride calculation overflowed with sizes={}", shape_to_string(sizes));
+    }
   }
   return strides;
 }
 
-int64_t shape_numel(const Shape& sizes) {
+bool try_shape_numel(const Shape& sizes, int64_t* numel) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  bool overflow = false;
+  for (int64_t s : sizes) overflow |= !checked_mul(n, s, &n);
+  if (overflow) {
+    // A size of 0 makes the product 0, however large the others (as PyTorch counts).
+    if (std::find(sizes.begin(), sizes.end(), int64_t{0}) == sizes.end()) return false;
+    n = 0;
+  }
+  *numel = n;
+  return true;
+}
+
+int64_t shape_numel(const Shape& sizes, const char* op) {
+  int64_t n;
+  if (!try_shape_numel(sizes, &n)) [[unlikely]] {
+    fail(ErrorKind::Runtime, op, "numel: integer multiplication overflow: size {} has more elements than int64 can "
+         "count", shape_to_string(sizes));
+  }
   return n;
 }
 
@@ -76,6 +96,13 @@ void check_sizes(const Shape& sizes, const char* op) {
   }
 }
 
+// The storage offset of element `index` along a dim of `stride`. as_strided keeps every
+// such offset of a view within int64 (and so of the views derived from it); the check
+// is a guard for the one-past-the-end start of an empty narrow or slice.
+int64_t offset_along(const Tensor& t, int64_t index, int64_t stride, const char* op) {
+  return checked_add(t.storage_offset(), checked_mul(index, stride, op), op);
+}
+
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();
@@ -96,14 +123,18 @@ std::optional<Shape> view_strides(const Shape& old_sizes, const Shape& old_strid
   int64_t chunk_base_stride = old_strides.back();
   int64_t tensor_numel = 1;
   int64_t view_numel = 1;
+  // Products of sizes and strides that do not fit cannot describe memory a view can
+  // address: such a layout is reported as needing a copy instead of wrapping.
   for (int64_t tensor_d = static_cast<int64_t>(old_sizes.size()) - 1; tensor_d >= 0; --tensor_d) {
-    tensor_numel *= old_sizes[tensor_d];
+    if (!checked_mul(tensor_numel, old_sizes[tensor_d], &tensor_numel)) return std::nullopt;
+    int64_t chunk_stride = 0;
     bool chunk_ends = tensor_d == 0 || (old_sizes[tensor_d - 1] != 1 &&
-                                        old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride);
+                                        (!checked_mul(tensor_numel, chunk_base_stride, &chunk_stride) ||
+                                         old_strides[tensor_d - 1] != chunk_stride));
     if (!chunk_ends) continue;
     while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
-      new_strides[view_d] = view_numel * chunk_base_stride;
-      view_numel *= new_sizes[view_d];
+      if (!checked_mul(view_numel, chunk_base_stride, &new_strides[view_d])) return std::nullopt;
+      if (!checked_mul(view_numel, new_sizes[view_d], &view_numel)) return std::nullopt;
       --view_d;
     }
     if (view_numel != tensor_numel) return std::nullopt;
@@ -120,6 +151,7 @@ std::optional<Shape> view_strides(const Shape& old_sizes, const Shape& old_strid
 Shape infer_size(const Shape& sizes, int64_t numel, const char* op) {
   Shape out = sizes;
   int64_t known = 1;
+  bool overflow = false, has_zero = false;
   int infer_at = -1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
@@ -127,8 +159,14 @@ Shape infer_size(const Shape& sizes, int64_t numel, const char* op) {
       infer_at = static_cast<int>(i);
     } else {
       KILN_CHECK(out[i] >= 0, op, "invalid shape dimension {} in {}", out[i], shape_to_string(sizes));
-      known *= out[i];
+      overflow |= !checked_mul(known, out[i], &known);
+      has_zero |= out[i] == 0;
     }
+  }
+  if (overflow) {
+    // Past int64 is more than any input holds, unless a 0 makes the product 0.
+    KILN_CHECK(has_zero, op, "shape '{}' is invalid for input of size {}", shape_to_string(sizes), numel);
+    known = 0;
   }
   if (infer_at >= 0) {
     KILN_CHECK(known != 0 && numel % known == 0, op, "shape '{}' is invalid for input of size {}",
@@ -147,12 +185,20 @@ const TensorImpl& Tensor::impl() const {
   return *impl_;
 }
 
-Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
-  check_sizes(sizes, "empty");
+Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device, const char* op) {
+  check_sizes(sizes, op);
+  // PyTorch's limit and wording: a storage's byte count must fit in ptrdiff_t.
+  int64_t numel = 0;
+  size_t nbytes = 0;
+  if (!try_shape_numel(sizes, &numel) || !checked_mul(static_cast<size_t>(numel), itemsize(dtype), &nbytes) ||
+      nbytes > static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max())) {
+    fail(ErrorKind::Runtime, op, "Storage size calculation overflowed with sizes={} (elements of {}, {} bytes each)",
+         shape_to_string(sizes), dtype_name(dtype), itemsize(dtype));
+  }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(static_cast<size_t>(shape_numel(sizes)) * itemsize(dtype), device);
+  impl->strides = contiguous_strides(sizes, op);
+  impl->storage = Storage::allocate(nbytes, device, op);
   impl->sizes = sizes;
-  impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }
@@ -178,14 +224,27 @@ int64_t Tensor::size(int64_t d) const { return impl().sizes[wrap_dim(d, dim(), "
 int64_t Tensor::stride(int64_t d) const { return impl().strides[wrap_dim(d, dim(), "stride")]; }
 int64_t Tensor::numel() const { return shape_numel(impl().sizes); }
 
+size_t Tensor::nbytes() const {
+  size_t n = 0;
+  if (!checked_mul(static_cast<size_t>(numel()), element_size(), &n)) [[unlikely]] {
+    fail(ErrorKind::Runtime, "nbytes", "{} elements of {} bytes do not fit in size_t (tensor of size {})", numel(),
+         element_size(), shape_str());
+  }
+  return n;
+}
+
 bool Tensor::is_contiguous() const {
   const auto& s = impl().sizes;
   const auto& st = impl().strides;
+  // An empty tensor is contiguous whatever its strides (PyTorch's rule): materialising
+  // it would only cost strides that may not fit ([0, 2^40, 2^40] has none that do).
+  const auto empty = [&] { return std::find(s.begin(), s.end(), int64_t{0}) != s.end(); };
   int64_t expected = 1;
   for (size_t i = s.size(); i-- > 0;) {
     if (s[i] == 0) return true;
-    if (s[i] != 1 && st[i] != expected) return false;
-    expected *= s[i];
+    if (s[i] != 1 && st[i] != expected) return empty();
+    // Every tensor's numel fits, so only an empty one (a 0 further out) overflows here.
+    if (!checked_mul(expected, s[i], &expected)) return true;
   }
   return true;
 }
@@ -281,6 +340,8 @@ Tensor Tensor::expand(const Shape& sizes) const {
       out_strides[i] = 0;
     }
   }
+  // New and widened dims have stride 0, so only the element count can outgrow int64.
+  shape_numel(out_sizes, "expand");
   return make_view(*this, out_sizes, out_strides, storage_offset());
 }
 
@@ -291,11 +352,12 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   if (start < 0) start += size;
   KILN_CHECK_KIND(start >= 0 && start <= size, Index, "narrow",
                   "start ({}) out of range for dimension {} of size {}", start, d, size);
-  KILN_CHECK(length >= 0 && start + length <= size, "narrow",
+  // length <= size - start, not start + length <= size: the sum may wrap.
+  KILN_CHECK(length >= 0 && length <= size - start, "narrow",
              "start ({}) + length ({}) exceeds dimension size ({})", start, length, size);
   Shape s = sizes();
   s[d] = length;
-  return make_view(*this, s, strides(), storage_offset() + start * strides()[d]);
+  return make_view(*this, s, strides(), offset_along(*this, start, strides()[d], "narrow"));
 }
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt,
@@ -311,9 +373,11 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
   Shape s = sizes(), st = strides();
-  s[d] = (end - start + step - 1) / step;
-  st[d] *= step;
-  return make_view(*this, s, st, storage_offset() + start * strides()[d]);
+  s[d] = ceil_div(end - start, step);  // step may be near INT64_MAX
+  // The stride of a dim of extent 0 or 1 never moves a pointer: keeping it avoids a
+  // product with a huge step. Longer dims stay inside the original's span.
+  if (s[d] > 1) st[d] = checked_mul(st[d], step, "slice");
+  return make_view(*this, s, st, offset_along(*this, start, strides()[d], "slice"));
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -324,7 +388,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
                   "index {} is out of bounds for dimension {} with size {}", index, d, size);
   if (index < 0) index += size;
   Shape s = sizes(), st = strides();
-  int64_t offset = storage_offset() + index * st[d];
+  int64_t offset = offset_along(*this, index, st[d], "select");
   s.erase(s.begin() + d);
   st.erase(st.begin() + d);
   return make_view(*this, s, st, offset);
@@ -357,7 +421,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 Tensor Tensor::unsqueeze(int64_t d) const {
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape s = sizes(), st = strides();
-  int64_t new_stride = d < dim() ? st[d] * s[d] : 1;
+  int64_t new_stride = d < dim() ? checked_mul(st[d], s[d], "unsqueeze") : 1;
   s.insert(s.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
   return make_view(*this, s, st, storage_offset());
@@ -369,9 +433,8 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   end_dim = wrap_dim(end_dim, dim(), "flatten");
   KILN_CHECK(start_dim <= end_dim, "flatten", "start_dim ({}) cannot come after end_dim ({})", start_dim, end_dim);
   Shape s(sizes().begin(), sizes().begin() + start_dim);
-  int64_t merged = 1;
-  for (int64_t i = start_dim; i <= end_dim; ++i) merged *= sizes()[i];
-  s.push_back(merged);
+  // Merged dims of an empty tensor (a 0 outside them) can multiply past int64.
+  s.push_back(shape_numel(Shape(sizes().begin() + start_dim, sizes().begin() + end_dim + 1), "flatten"));
   s.insert(s.end(), sizes().begin() + end_dim + 1, sizes().end());
   return reshape(s);
 }
@@ -392,12 +455,25 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, std::optiona
   check_sizes(sizes, "as_strided");
   int64_t offset = offset_opt.value_or(storage_offset());
   KILN_CHECK(offset >= 0, "as_strided", "negative storage offset {}", offset);
-  int64_t lo = offset, hi = offset;  // element range touched
-  bool empty_view = shape_numel(sizes) == 0;
-  for (size_t i = 0; i < sizes.size() && !empty_view; ++i) {
-    int64_t span = (sizes[i] - 1) * strides[i];
-    if (span < 0) lo += span; else hi += span;
+  const bool empty_view = shape_numel(sizes, "as_strided") == 0;
+  // The element range [lo, hi] the sizes and strides span from the offset, in checked
+  // arithmetic: wrapped, a huge size or stride would pass the bounds check below. An
+  // empty view reads nothing, but views derived from it (narrow, select, slice) compute
+  // offsets inside this range, so it must fit in int64 bytes too.
+  int64_t lo = offset, hi = offset;
+  bool fits = true;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) continue;
+    int64_t span = 0;
+    int64_t& end = strides[i] < 0 ? lo : hi;
+    fits = fits && checked_mul(sizes[i] - 1, strides[i], &span) && checked_add(end, span, &end);
   }
+  const auto isz = static_cast<int64_t>(itemsize(dtype()));
+  int64_t lo_bytes = 0, hi_bytes = 0;
+  fits = fits && checked_mul(lo, isz, &lo_bytes) && checked_mul(hi, isz, &hi_bytes);
+  KILN_CHECK(fits, "as_strided",
+             "setStorage: sizes {}, strides {} and storage offset {} reach elements past what int64 can address",
+             shape_to_string(sizes), shape_to_string(strides), offset);
   int64_t capacity = static_cast<int64_t>(storage()->nbytes / itemsize(dtype()));
   KILN_CHECK(empty_view || (lo >= 0 && hi < capacity), "as_strided",
              "setStorage: sizes {}, strides {}, storage offset {} require elements [{}, {}] but the storage "

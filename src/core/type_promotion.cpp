@@ -106,6 +106,13 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     }
     out[i] = da == 1 ? db : da;
   }
+  // Ops allocate or walk the broadcast shape: two views whose numel fits can broadcast
+  // to one whose numel does not ([n, 1] and [1, n]).
+  int64_t numel = 0;
+  if (!try_shape_numel(out, &numel)) {
+    fail(ErrorKind::Runtime, op, "numel: integer multiplication overflow: shapes {} and {} broadcast to {}, which has "
+         "more elements than int64 can count", shape_to_string(a), shape_to_string(b), shape_to_string(out));
+  }
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/generator.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/type_promotion.h"
@@ -209,7 +210,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (dropout_p > 0) {
     Generator& g = ctx.generator();
     p.dropout_p = dropout_p;
-    p.dropout_key = {g.seed(), g.advance(backend::uniform_blocks(p.rows * L * S))};
+    const int64_t weights = checked_mul(checked_mul(p.rows, L, kSdpa), S, kSdpa);
+    p.dropout_key = {g.seed(), g.advance(backend::uniform_blocks(weights))};
   }
   kernel(ctx, p);
   return out;

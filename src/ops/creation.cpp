@@ -3,6 +3,7 @@
 #include <cmath>
 #include <complex>
 #include <cstring>
+#include <limits>
 
 #include "backend/random.h"
 #include "kiln/context.h"
@@ -11,18 +12,37 @@
 
 namespace kiln {
 
-Tensor empty(const Shape& sizes, DType dtype) { return Tensor::empty(sizes, dtype); }
-Tensor empty_like(const Tensor& t, std::optional<DType> dtype) {
-  return Tensor::empty(t.sizes(), dtype.value_or(t.dtype()));
-}
-Tensor zeros(const Shape& sizes, DType dtype) {
-  Tensor t = Tensor::empty(sizes, dtype);
+namespace {
+
+// Each creation op allocates through these, so that a size that overflows or memory the
+// system refuses is reported under the op's own name.
+Tensor zeros_named(const Shape& sizes, DType dtype, const char* op) {
+  Tensor t = Tensor::empty(sizes, dtype, kCPU, op);
   if (t.nbytes() > 0) std::memset(t.data_ptr(), 0, t.nbytes());  // all-zero bits is 0 in every dtype
   return t;
 }
-Tensor zeros_like(const Tensor& t, std::optional<DType> dtype) { return zeros(t.sizes(), dtype.value_or(t.dtype())); }
-Tensor ones(const Shape& sizes, DType dtype) { return full(sizes, Scalar(int64_t{1}), dtype); }
-Tensor ones_like(const Tensor& t, std::optional<DType> dtype) { return ones(t.sizes(), dtype.value_or(t.dtype())); }
+
+Tensor full_named(const Shape& sizes, const Scalar& value, std::optional<DType> dtype, const char* op) {
+  Tensor v = scalar_tensor(value, dtype);
+  Tensor t = Tensor::empty(sizes, v.dtype(), kCPU, op);
+  t.copy_(v);
+  return t;
+}
+
+}  // namespace
+
+Tensor empty(const Shape& sizes, DType dtype) { return Tensor::empty(sizes, dtype); }
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype) {
+  return Tensor::empty(t.sizes(), dtype.value_or(t.dtype()), kCPU, "empty_like");
+}
+Tensor zeros(const Shape& sizes, DType dtype) { return zeros_named(sizes, dtype, "zeros"); }
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype) {
+  return zeros_named(t.sizes(), dtype.value_or(t.dtype()), "zeros_like");
+}
+Tensor ones(const Shape& sizes, DType dtype) { return full_named(sizes, Scalar(int64_t{1}), dtype, "ones"); }
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype) {
+  return full_named(t.sizes(), Scalar(int64_t{1}), dtype.value_or(t.dtype()), "ones_like");
+}
 
 Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) {
   // Stored in its widest natural dtype, then cast with the shared cast rules.
@@ -30,14 +50,11 @@ Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) {
 }
 
 Tensor full(const Shape& sizes, const Scalar& value, std::optional<DType> dtype) {
-  Tensor v = scalar_tensor(value, dtype);
-  Tensor t = Tensor::empty(sizes, v.dtype());
-  t.copy_(v);
-  return t;
+  return full_named(sizes, value, dtype, "full");
 }
 
 Tensor full_like(const Tensor& t, const Scalar& value, std::optional<DType> dtype) {
-  return full(t.sizes(), value, dtype.value_or(t.dtype()));
+  return full_named(t.sizes(), value, dtype.value_or(t.dtype()), "full_like");
 }
 
 Tensor arange(const Scalar& end, std::optional<DType> dtype) {
@@ -57,22 +74,43 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
   KILN_CHECK((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart), "arange",
              "upper bound and larger bound inconsistent with step sign (start {}, end {}, step {})",
              start.str(), end.str(), step.str());
-  int64_t n;
+  // The element count, in arithmetic that cannot wrap: |end - start| may exceed int64
+  // (it is exact in uint64), and a float count may exceed any integer.
+  uint64_t count = 0;
   if (integral) {
-    int64_t a = start.to_int64(), b = end.to_int64(), s = step.to_int64();
-    n = s > 0 ? (b - a + s - 1) / s : (a - b - s - 1) / -s;
+    for (const Scalar* s : {&start, &end, &step}) {
+      KILN_CHECK(s->tag() != Scalar::Tag::UInt || s->to_uint64() <= static_cast<uint64_t>(
+                     std::numeric_limits<int64_t>::max()),
+                 "arange", "integer arguments must fit in int64, got {}", s->str());
+    }
+    const int64_t a = start.to_int64(), b = end.to_int64(), s = step.to_int64();
+    // Exact again: int64 values 1 apart may round to one double above.
+    KILN_CHECK(s > 0 ? b >= a : b <= a, "arange",
+               "upper bound and larger bound inconsistent with step sign (start {}, end {}, step {})", start.str(),
+               end.str(), step.str());
+    const uint64_t span = s > 0 ? static_cast<uint64_t>(b) - static_cast<uint64_t>(a)
+                                : static_cast<uint64_t>(a) - static_cast<uint64_t>(b);
+    const uint64_t stride = s > 0 ? static_cast<uint64_t>(s) : uint64_t{0} - static_cast<uint64_t>(s);
+    count = span / stride + (span % stride != 0 ? 1 : 0);
   } else {
-    n = static_cast<int64_t>(std::ceil((xend - xstart) / xstep));
+    const double size_d = std::ceil((xend - xstart) / xstep);
+    count = size_d < 0x1p63 ? static_cast<uint64_t>(size_d) : std::numeric_limits<uint64_t>::max();
   }
+  KILN_CHECK(count <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), "arange",
+             "invalid size, possible overflow? (start {}, end {}, step {} give more elements than int64 can count)",
+             start.str(), end.str(), step.str());
+  const auto n = static_cast<int64_t>(count);
   // Values are computed in int64 or float64 and cast once, as PyTorch's accumulate type.
   if (integral && !is_floating(out_dtype) && !is_complex(out_dtype)) {
-    Tensor t = Tensor::empty({n}, DType::Int64);
-    int64_t a = start.to_int64(), s = step.to_int64();
+    Tensor t = Tensor::empty({n}, DType::Int64, kCPU, "arange");
+    // start + i * step wraps in between when the range spans more than int64 (from near
+    // INT64_MIN to near INT64_MAX); modulo 2^64 the result is still exact.
+    const auto a = static_cast<uint64_t>(start.to_int64()), s = static_cast<uint64_t>(step.to_int64());
     auto* p = t.data<int64_t>();
-    for (int64_t i = 0; i < n; ++i) p[i] = a + i * s;
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(a + static_cast<uint64_t>(i) * s);
     return t.to(out_dtype);
   }
-  Tensor t = Tensor::empty({n}, DType::Float64);
+  Tensor t = Tensor::empty({n}, DType::Float64, kCPU, "arange");
   auto* p = t.data<double>();
   for (int64_t i = 0; i < n; ++i) p[i] = xstart + static_cast<double>(i) * xstep;
   return t.to(out_dtype);
@@ -81,7 +119,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<DType> dtype) {
   KILN_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got {}", steps);
   DType out_dtype = dtype.value_or(DType::Float32);
-  Tensor t = Tensor::empty({steps}, DType::Float64);
+  Tensor t = Tensor::empty({steps}, DType::Float64, kCPU, "linspace");
   auto* p = t.data<double>();
   double a = start.to_double(), b = end.to_double();
   if (steps == 1) p[0] = a;
@@ -99,7 +137,7 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::opti
 Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype) {
   int64_t m = m_opt.value_or(n);
   KILN_CHECK(n >= 0 && m >= 0, "eye", "n and m must be non-negative, got n={} m={}", n, m);
-  Tensor t = zeros({n, m}, dtype);
+  Tensor t = zeros_named({n, m}, dtype, "eye");
   Tensor one = scalar_tensor(Scalar(int64_t{1}), dtype);
   int64_t k = std::min(n, m);
   // The diagonal as a strided view, filled by one broadcast copy.
@@ -121,9 +159,10 @@ Tensor rand(const Shape& sizes, DType dtype, Generator* gen) {
   check_random_dtype(dtype, "rand");
   const ExecutionContext ctx = current_context();
   Generator& g = gen ? *gen : ctx.generator();
-  int64_t n = shape_numel(sizes);
   bool f64 = dtype == DType::Float64;
-  Tensor t = Tensor::empty(sizes, f64 ? DType::Float64 : DType::Float32);
+  // Allocated before the generator advances: bad sizes leave it untouched.
+  Tensor t = Tensor::empty(sizes, f64 ? DType::Float64 : DType::Float32, kCPU, "rand");
+  const int64_t n = t.numel();
   const auto kernel = backend::random_kernels.on(t.device(), "rand").uniform;
   kernel(ctx, {{g.seed(), g.advance(f64 ? backend::normal_blocks(n) : backend::uniform_blocks(n))}, t});
   return t.to(dtype);
@@ -133,9 +172,8 @@ Tensor randn(const Shape& sizes, DType dtype, Generator* gen) {
   check_random_dtype(dtype, "randn");
   const ExecutionContext ctx = current_context();
   Generator& g = gen ? *gen : ctx.generator();
-  int64_t n = shape_numel(sizes);
-  const backend::PhiloxKey key{g.seed(), g.advance(backend::normal_blocks(n))};
-  Tensor t = Tensor::empty(sizes, dtype == DType::Float64 ? DType::Float64 : DType::Float32);
+  Tensor t = Tensor::empty(sizes, dtype == DType::Float64 ? DType::Float64 : DType::Float32, kCPU, "randn");
+  const backend::PhiloxKey key{g.seed(), g.advance(backend::normal_blocks(t.numel()))};
   const auto kernel = backend::random_kernels.on(t.device(), "randn").normal;
   kernel(ctx, {key, t});
   return t.to(dtype);
@@ -148,8 +186,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype, Gener
                   dtype_name(dtype));
   const ExecutionContext ctx = current_context();
   Generator& g = gen ? *gen : ctx.generator();
-  int64_t n = shape_numel(sizes);
-  Tensor t = Tensor::empty(sizes, DType::Int64);
+  Tensor t = Tensor::empty(sizes, DType::Int64, kCPU, "randint");
+  const int64_t n = t.numel();
   uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   const auto kernel = backend::random_kernels.on(t.device(), "randint").randint;
   kernel(ctx, {{g.seed(), g.advance(backend::randint_blocks(n))}, low, range, t});

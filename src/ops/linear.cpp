@@ -23,7 +23,7 @@ LinearGeometry linear_geometry(const char* op, const Tensor& input, const Tensor
   g.K = input.size(-1);
   g.N = weight.size(0);
   g.out_shape = Shape(input.sizes().begin(), input.sizes().end() - 1);
-  g.M = shape_numel(g.out_shape);
+  g.M = shape_numel(g.out_shape, op);
   KILN_CHECK(weight.size(1) == g.K, op, "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", g.M, g.K,
              weight.size(1), g.N);
   g.out_shape.push_back(g.N);

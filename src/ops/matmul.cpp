@@ -71,12 +71,15 @@ Tensor batched_product(Tensor a, Tensor b, const Shape& batch_shape) {
   const backend::MatmulKernels& kernels = backend::matmul_kernels.on(a.device(), "matmul");
   if (!kernels.reads_in_place(compute, M, K, a.stride(-2), a.stride(-1))) a = a.contiguous();
   if (!kernels.reads_in_place(compute, K, N, b.stride(-2), b.stride(-1))) b = b.contiguous();
-  const std::vector<int64_t> a_offsets = batch_offsets(a, batch_shape);
-  const std::vector<int64_t> b_offsets = batch_offsets(b, batch_shape);
   Shape out_shape = batch_shape;
   out_shape.push_back(M);
   out_shape.push_back(N);
+  // The output first: a batch too large for memory fails there, in kiln's words, before
+  // the per-matrix offset tables below are sized by it.
   Tensor out = empty(out_shape, compute);
+  if (out.numel() == 0) return out.to(dt);
+  const std::vector<int64_t> a_offsets = batch_offsets(a, batch_shape);
+  const std::vector<int64_t> b_offsets = batch_offsets(b, batch_shape);
   backend::BatchedGemm p;
   p.dtype = compute;
   p.batch = shape_numel(batch_shape);
@@ -159,7 +162,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     // PyTorch does). reshape stays a view whenever a's layout allows it.
     const int64_t K = a.size(-1);
     Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
-    const Tensor rows = a.reshape({shape_numel(out_shape), K});
+    const Tensor rows = a.reshape({shape_numel(out_shape, "matmul"), K});
     if (db == 1) return mv(rows, b).view(out_shape);
     out_shape.push_back(b.size(1));
     return mm(rows, b).view(out_shape);

@@ -50,7 +50,7 @@ int64_t check_normalized_shape(const Tensor& input, const Shape& normalized_shap
          "Given normalized_shape={}, expected input with shape [*, {}], but got input of size{}", dims,
          dims.substr(1, dims.size() - 2), input.shape_str());
   }
-  return shape_numel(normalized_shape);
+  return shape_numel(normalized_shape, op);
 }
 
 void check_param_shape(const Tensor& param, const Shape& normalized_shape, const char* op, const char* name) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -29,14 +30,18 @@ inline ReduceDims reduce_dims(const Tensor& input, const std::vector<int64_t>& d
     seen[w] = true;
     if (ndim > 0) r.reduced[w] = true;
   }
+  bool count_fits = true;
   for (int64_t d = 0; d < ndim; ++d) {
     if (r.reduced[d]) {
-      r.count *= input.sizes()[d];
+      count_fits = count_fits && checked_mul(r.count, input.sizes()[d], &r.count);
       if (keepdim) r.out_shape.push_back(1);
     } else {
       r.out_shape.push_back(input.sizes()[d]);
     }
   }
+  // The input's numel fits, so the count overflows only next to a 0 among the kept dims:
+  // an empty output, for which the count is never used.
+  if (!count_fits) r.count = 0;
   return r;
 }
 

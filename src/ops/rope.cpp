@@ -8,6 +8,7 @@
 #include "backend/rope.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
 #include "ops/nn_utils.h"
@@ -106,7 +107,7 @@ Tensor apply_rotary_emb_cos_sin(const Tensor& x, const Tensor& cos, const Tensor
   KILN_CHECK(cos.dim() >= 2 && leading_shape_fits(Shape(cos.sizes().begin(), cos.sizes().end() - 1), x), op,
              "expected cos and sin of shape [seq, rotary_dim / 2] = [{}, *] or {} + [rotary_dim / 2], got {}",
              x.size(-3), shape_to_string(Shape(x.sizes().begin(), x.sizes().end() - 2)), cos.shape_str());
-  const int64_t rd = 2 * cos.size(-1);
+  const int64_t rd = checked_mul(cos.size(-1), 2, op);
   check_rotary_dim(rd, x.size(-1), op);
 
   const DType compute = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
@@ -115,7 +116,8 @@ Tensor apply_rotary_emb_cos_sin(const Tensor& x, const Tensor& cos, const Tensor
   const Tensor s = sin.to(compute).contiguous();
   Tensor out = Tensor::empty(x.sizes(), x.dtype());
   const int64_t heads = x.size(-2), head_dim = x.size(-1);
-  const int64_t tokens = heads * head_dim == 0 ? 0 : x.numel() / (heads * head_dim);
+  // heads * head_dim fits whenever x is not empty (it divides numel).
+  const int64_t tokens = x.numel() == 0 ? 0 : x.numel() / (heads * head_dim);
   const int64_t table_rows = cos.numel() / cos.size(-1);
   if (tokens == 0) return out;
   backend::rope_kernels.on(xc.device(), op)

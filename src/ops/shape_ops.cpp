@@ -5,8 +5,12 @@
 #include "kiln/ops/shape.h"
 
 #include <algorithm>
+#include <new>
+#include <stdexcept>
 
+#include "kiln/allocator.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
 #include "ops/op_utils.h"
@@ -17,6 +21,27 @@ namespace {
 
 // PyTorch's legacy cat rule: 1-D empty tensors are ignored whatever the other shapes.
 bool cat_skips(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+
+// An empty list with room for `count` items (views, or sizes). The count is a size (a
+// dim of an expanded view may be 2^40 long): a list memory cannot hold is kiln's
+// out-of-memory error, not a bare std::bad_alloc or std::length_error. Lists past
+// kiln's allocation limit fail without asking the system (see allocator.h).
+template <typename T>
+std::vector<T> reserved_list(int64_t count, const char* op) {
+  size_t bytes = 0;
+  if (!checked_mul(static_cast<size_t>(count), sizeof(T), &bytes) || bytes > kMaxAllocationBytes) {
+    fail(ErrorKind::Runtime, op, "not enough memory for a list of {} pieces", count);
+  }
+  std::vector<T> out;
+  try {
+    out.reserve(static_cast<size_t>(count));
+  } catch (const std::bad_alloc&) {
+    fail(ErrorKind::Runtime, op, "not enough memory for a list of {} pieces", count);
+  } catch (const std::length_error&) {
+    fail(ErrorKind::Runtime, op, "not enough memory for a list of {} pieces", count);
+  }
+  return out;
+}
 
 DType promoted_dtype(const std::vector<Tensor>& tensors) {
   DType dt = tensors[0].dtype();
@@ -62,7 +87,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                  "tensor number {} in the list (shapes {} at position {} and {} at position {}).",
                  dim, ref->size(d), t.size(d), i, ref->shape_str(), ref_index, t.shape_str(), i);
     }
-    total += t.size(dim);
+    // Expanded views may each be near INT64_MAX long.
+    if (!checked_add(total, t.size(dim), &total)) {
+      fail(ErrorKind::Runtime, "cat", "the concatenated size along dimension {} does not fit in int64", dim);
+    }
   }
 
   Shape out_shape = ref->sizes();
@@ -107,9 +135,8 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
   KILN_CHECK(split_size != 0 || dim_size == 0, "split",
              "split_size can only be 0 if dimension size is 0, but got dimension size of {}", dim_size);
   const int64_t num_splits =
-      split_size == 0 ? 1 : std::max<int64_t>((dim_size + split_size - 1) / split_size, 1);
-  std::vector<Tensor> out;
-  out.reserve(static_cast<size_t>(num_splits));
+      split_size == 0 ? 1 : std::max<int64_t>(ceil_div(dim_size, split_size), 1);
+  std::vector<Tensor> out = reserved_list<Tensor>(num_splits, "split");
   for (int64_t i = 0; i < num_splits; ++i) {
     const int64_t start = i * split_size;
     out.push_back(t.narrow(dim, start, std::min(split_size, dim_size - start)));
@@ -123,13 +150,14 @@ std::vector<Tensor> split_with_sizes(const Tensor& t, const std::vector<int64_t>
   dim = wrap_dim(dim, t.dim(), "split_with_sizes");
   const int64_t dim_size = t.size(dim);
   int64_t sum = 0;
+  bool overflow = false;  // a wrapped sum could match dim_size; past int64 it matches nothing
   for (int64_t s : split_sizes) {
     KILN_CHECK_KIND(s >= 0, Value, "split_with_sizes",
                     "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes={}",
                     shape_to_string(split_sizes));
-    sum += s;
+    overflow |= !checked_add(sum, s, &sum);
   }
-  KILN_CHECK_KIND(sum == dim_size, Value, "split_with_sizes",
+  KILN_CHECK_KIND(!overflow && sum == dim_size, Value, "split_with_sizes",
                   "split_with_sizes expects split_sizes to sum exactly to {} (input tensor's size at dimension "
                   "{}), but got split_sizes={}",
                   dim_size, dim, shape_to_string(split_sizes));
@@ -149,10 +177,14 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   KILN_CHECK_KIND(chunks > 0, Value, "chunk", "chunk expects `chunks` to be greater than 0, got: {}", chunks);
   dim = wrap_dim(dim, t.dim(), "chunk");
   const int64_t dim_size = t.size(dim);
-  const int64_t split_size = (dim_size + chunks - 1) / chunks;
+  const int64_t split_size = ceil_div(dim_size, chunks);
   // split() cannot express "`chunks` empty pieces" (any number of them sums to 0), so an
   // empty dim goes through split_with_sizes, as PyTorch does.
-  if (dim_size == 0) return split_with_sizes(t, std::vector<int64_t>(static_cast<size_t>(chunks), 0), dim);
+  if (dim_size == 0) {
+    std::vector<int64_t> empty_pieces = reserved_list<int64_t>(chunks, "chunk");
+    empty_pieces.resize(static_cast<size_t>(chunks), 0);
+    return split_with_sizes(t, empty_pieces, dim);
+  }
   return split(t, split_size, dim);
 }
 
@@ -165,8 +197,7 @@ std::vector<Tensor> tensor_split(const Tensor& t, int64_t sections, int64_t dim)
   const int64_t dim_size = t.size(dim);
   const int64_t base = dim_size / sections;
   const int64_t longer = dim_size % sections;
-  std::vector<Tensor> out;
-  out.reserve(static_cast<size_t>(sections));
+  std::vector<Tensor> out = reserved_list<Tensor>(sections, "tensor_split");
   int64_t start = 0;
   for (int64_t i = 0; i < sections; ++i) {
     const int64_t len = base + (i < longer ? 1 : 0);
@@ -196,8 +227,7 @@ std::vector<Tensor> unbind(const Tensor& t, int64_t dim) {
   check_defined(t, "unbind", "self");
   KILN_CHECK_KIND(t.dim() > 0, Index, "unbind", "Dimension specified as {} but tensor has no dimensions", dim);
   dim = wrap_dim(dim, t.dim(), "unbind");
-  std::vector<Tensor> out;
-  out.reserve(static_cast<size_t>(t.size(dim)));
+  std::vector<Tensor> out = reserved_list<Tensor>(t.size(dim), "unbind");
   for (int64_t i = 0; i < t.size(dim); ++i) out.push_back(t.select(dim, i));
   return out;
 }
