@@ -83,8 +83,13 @@ void bind_llm(py::module_& m) {
         py::gil_scoped_release release;
         return model.forward(tokens, all_logits);
       }, py::arg("token_ids"), py::arg("all_logits"))
-      .def("reset", &llm::Model::reset)
-      .def_property_readonly("position", &llm::Model::position)
+      // Every call that takes the model's lock lets go of the GIL first: a generate on
+      // another thread holds the lock and takes the GIL for its on_text callback.
+      .def("reset", &llm::Model::reset, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("position", [](const llm::Model& model) {
+        py::gil_scoped_release release;
+        return model.position();
+      })
       .def_property_readonly("info", [](const llm::Model& model) { return info_dict(model.info()); })
       .def_property_readonly("eos_ids", &llm::Model::eos_ids)
       .def("encode", [](const llm::Model& model, const std::string& text, bool add_special_tokens) {
