@@ -194,6 +194,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
 
 Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined(self, "scatter_add_", "self");
+  check_writable(self, "scatter_add_");
   check_defined(index, "scatter_add_", "index");
   check_defined(src, "scatter_add_", "src");
   check_index_dtype(index, "scatter_add_");
@@ -233,6 +234,7 @@ Tensor scatter_add(const Tensor& input, int64_t dim, const Tensor& index, const 
 
 Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
   check_defined(self, "index_add_", "self");
+  check_writable(self, "index_add_");
   check_defined(index, "index_add_", "index");
   check_defined(source, "index_add_", "source");
   check_index_dtype(index, "index_add_");
@@ -285,6 +287,7 @@ Tensor index_add(const Tensor& input, int64_t dim, const Tensor& index, const Te
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
   check_defined(self, "masked_fill_", "self");
+  check_writable(self, "masked_fill_");
   check_bool_mask(mask, "masked_fill_");
   check_rank(self, "masked_fill_");
   const Shape shape = broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill_");
