@@ -19,8 +19,12 @@ std::vector<int32_t> to_ids(const py::handle& obj) {
   std::vector<int32_t> ids;
   for (auto item : py::reinterpret_borrow<py::iterable>(obj)) {
     if (!PyIndex_Check(item.ptr())) throw py::type_error("token ids must be ints");
-    const int64_t id = py::int_(py::reinterpret_borrow<py::object>(item)).cast<int64_t>();
-    if (id < INT32_MIN || id > INT32_MAX) throw py::value_error("token id " + std::to_string(id) + " out of range");
+    // Out of int32 is out of every vocabulary: the model names the id and its vocabulary.
+    const int64_t id = to_int64_clamped(item);
+    if (id < INT32_MIN || id > INT32_MAX) {
+      throw py::value_error("token id " + describe_int(item) + " is out of range (expected an int32 "
+                            "id within the model's vocabulary)");
+    }
     ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
