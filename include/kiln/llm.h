@@ -98,9 +98,10 @@ struct ModelInfo {
 // token) holds the model's lock, so calls take turns and each one runs whole, with the
 // results it would have alone. Calls from different threads still interleave with
 // each other: a thread that needs several calls in a row on one sequence holds a
-// Session for them (or uses a model of its own). Calling the model from inside a call
-// that already holds it on the same thread (generate's on_text callback) is a Runtime
-// error rather than a deadlock.
+// Session for them (or uses a model of its own). From inside a call that already holds
+// the model on the same thread (generate's on_text callback), position() and
+// decode_bytes_per_token() read the running sequence, and forward() or reset() are a
+// Runtime error rather than a deadlock.
 class Model {
  public:
   virtual ~Model();
@@ -172,6 +173,7 @@ class Model {
   // a re-entrant call gets.
   void acquire(std::string_view op) const;
   void release() const;
+  bool held_by_this_thread() const;
 
   mutable std::mutex mutex_;
   // The thread holding mutex_ (none when free): how a re-entrant call is told apart

@@ -62,7 +62,7 @@ Model::~Model() = default;
 // under the call that holds it. Only the holder stores its own id in owner_, so no
 // other thread can mistake itself for the holder.
 void Model::acquire(std::string_view op) const {
-  KILN_CHECK(owner_.load() != std::this_thread::get_id(), op,
+  KILN_CHECK(!held_by_this_thread(), op,
              "this thread is already using the model (a call from generate's on_text callback?); a model runs "
              "one call at a time, so call it after the running call returns");
   mutex_.lock();
@@ -98,12 +98,18 @@ void Model::reset() {
   reset_locked();
 }
 
+bool Model::held_by_this_thread() const { return owner_.load() == std::this_thread::get_id(); }
+
+// Reads are safe from the thread holding the model (a callback showing progress), so
+// only they skip the lock there; the calls that change the sequence do not.
 int64_t Model::position() const {
+  if (held_by_this_thread()) return position_locked();
   const Lock lock(*this, "Model.position");
   return position_locked();
 }
 
 int64_t Model::decode_bytes_per_token() const {
+  if (held_by_this_thread()) return decode_bytes_per_token_locked();
   const Lock lock(*this, "Model.decode_bytes_per_token");
   return decode_bytes_per_token_locked();
 }

@@ -220,6 +220,21 @@ TEST(HostileThreads, CallingTheModelFromGeneratesCallbackIsAnError) {
   };
   expect_error([&] { llm::generate(*model, "The kiln", o); }, ErrorKind::Runtime,
                "Model.forward: this thread is already using the model");
+  o.on_text = [&](std::string_view) {
+    model->reset();
+    return true;
+  };
+  expect_error([&] { llm::generate(*model, "The kiln", o); }, ErrorKind::Runtime,
+               "Model.reset: this thread is already using the model");
+  // Reading the running sequence from the callback is fine.
+  std::vector<int64_t> positions;
+  o.on_text = [&](std::string_view) {
+    positions.push_back(model->position());
+    return true;
+  };
+  const llm::GenerateResult r = llm::generate(*model, "The kiln", o);
+  ASSERT_FALSE(positions.empty());
+  EXPECT_EQ(positions.back(), r.prompt_tokens + r.generated_tokens - 1);
   // The lock was released: the model still works.
   EXPECT_EQ(llm::generate(*model, "The kiln", greedy(2)).generated_tokens, 2);
 }

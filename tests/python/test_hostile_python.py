@@ -272,6 +272,12 @@ def test_streaming_generate_with_other_threads_using_the_model(tmp_path):
 
 def test_calling_the_model_from_its_own_callback_is_an_error(tmp_path):
     model = kiln.llm.load(_model_dir(tmp_path))
-    with pytest.raises(RuntimeError, match="this thread is already using the model"):
+    with pytest.raises(RuntimeError, match="Model.forward: this thread is already using the model"):
         model.generate("The kiln", max_new_tokens=4, on_text=lambda piece: model.forward([1]) is None)
+    with pytest.raises(RuntimeError, match="Model.reset: this thread is already using the model"):
+        model.generate("The kiln", max_new_tokens=4, on_text=lambda piece: model.reset())
     assert len(model.generate("The kiln", max_new_tokens=2, return_details=True)["tokens"]) == 2
+    # Reading the position from the callback is fine.
+    positions = []
+    model.generate("The kiln", max_new_tokens=4, on_text=lambda piece: positions.append(model.position) or True)
+    assert positions and positions == sorted(positions)
