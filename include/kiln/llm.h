@@ -16,13 +16,16 @@
 // Light header: only kiln/tensor.h and the standard library.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -89,7 +92,16 @@ struct ModelInfo {
 };
 
 // One loaded model with the state of one sequence (KV cache, short-conv state).
-// Not thread-safe: one caller at a time.
+//
+// Threads may share a model: every call that reads or changes the sequence (forward,
+// reset, position, decode_bytes_per_token, and generate from its reset to its last
+// token) holds the model's lock, so calls take turns and each one runs whole, with the
+// results it would have alone. Calls from different threads still interleave with
+// each other: a thread that needs several calls in a row on one sequence holds a
+// Session for them (or uses a model of its own). From inside a call that already holds
+// the model on the same thread (generate's on_text callback), position() and
+// decode_bytes_per_token() read the running sequence, and forward() or reset() are a
+// Runtime error rather than a deadlock.
 class Model {
  public:
   virtual ~Model();
@@ -104,15 +116,35 @@ class Model {
   // logits [T, vocab] with all_logits, else [1, vocab] for the last token only.
   // T = 0, an id outside the vocabulary, or more tokens than the cache has room for are
   // errors that leave the sequence state untouched.
-  virtual Tensor forward(std::span<const int32_t> tokens, bool all_logits = false) = 0;
+  Tensor forward(std::span<const int32_t> tokens, bool all_logits = false);
   // Starts a new sequence (position 0, empty caches).
-  virtual void reset() = 0;
-  virtual int64_t position() const = 0;
+  void reset();
+  int64_t position() const;
   int64_t max_context() const { return info_.max_context; }
   // Bytes one decode step at position() reads: every non-expert weight (lm_head and
   // routers included; one embedding row), top_k experts of each MoE layer, and the K/V
   // cache entries 0..position().
-  virtual int64_t decode_bytes_per_token() const = 0;
+  int64_t decode_bytes_per_token() const;
+
+  // Holds the model's lock for a run of calls on its sequence (generate holds one), so
+  // no other thread's call lands between them. Blocks while another thread holds it.
+  class Session {
+   public:
+    explicit Session(Model& model);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    Tensor forward(std::span<const int32_t> tokens, bool all_logits = false) {
+      return model_.forward_locked(tokens, all_logits);
+    }
+    void reset() { model_.reset_locked(); }
+    int64_t position() const { return model_.position_locked(); }
+    int64_t decode_bytes_per_token() const { return model_.decode_bytes_per_token_locked(); }
+
+   private:
+    Model& model_;
+  };
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
@@ -125,9 +157,28 @@ class Model {
 
  protected:
   Model() = default;
+  // The model itself, called with the lock held.
+  virtual Tensor forward_locked(std::span<const int32_t> tokens, bool all_logits) = 0;
+  virtual void reset_locked() = 0;
+  virtual int64_t position_locked() const = 0;
+  virtual int64_t decode_bytes_per_token_locked() const = 0;
+
   ModelInfo info_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
+
+ private:
+  class Lock;  // holds the mutex for one call
+  // Takes and frees mutex_ (a Session or one call); `op` names the call in the error
+  // a re-entrant call gets.
+  void acquire(std::string_view op) const;
+  void release() const;
+  bool held_by_this_thread() const;
+
+  mutable std::mutex mutex_;
+  // The thread holding mutex_ (none when free): how a re-entrant call is told apart
+  // from a wait for another thread.
+  mutable std::atomic<std::thread::id> owner_{};
 };
 
 // Next-token choice (Hugging Face's logits processors, in their order: repetition
@@ -165,7 +216,8 @@ struct GenerateResult {
 // Starts a new sequence on `model` (reset()), encodes the prompt (through the chat
 // format when options.chat), prefills it and samples until an end-of-sequence id,
 // max_new_tokens, the callback, or a full context. A prompt that encodes to no tokens
-// or does not fit the context is a Value error.
+// or does not fit the context is a Value error. Holds the model (a Model::Session) from
+// the reset to the last token, so concurrent generate calls on one model take turns.
 GenerateResult generate(Model& model, std::string_view prompt, const GenerateOptions& options);
 
 }  // namespace kiln::llm

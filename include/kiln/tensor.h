@@ -24,6 +24,10 @@ struct Storage {
   size_t nbytes = 0;
   Device device = kCPU;
   bool from_allocator = false;
+  // Borrowed memory that must not be written: a read-only numpy array, a file mapped
+  // without write access. In-place ops refuse it (check_writable) instead of writing
+  // through, which would change the caller's data or fault on the mapping.
+  bool read_only = false;
   std::shared_ptr<void> keep_alive;
 
   Storage() = default;
@@ -144,5 +148,9 @@ bool try_shape_numel(const Shape& sizes, int64_t* numel);
 std::string shape_to_string(const Shape& sizes);
 // Wraps a possibly negative dim into [0, ndim); ndim 0 accepts -1 and 0 like PyTorch.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// What every op that writes into an existing tensor (copy_, fill_, the in-place
+// arithmetic and index ops) checks first: a Runtime error naming `op` when self's
+// storage is read-only.
+void check_writable(const Tensor& self, const char* op);
 
 }  // namespace kiln

@@ -5,7 +5,9 @@
     print(model.generate("Hello", max_new_tokens=32))
 
 A model holds one sequence: ``forward`` appends tokens to it (its KV cache), ``reset``
-starts a new one, and ``generate`` always starts a new one.
+starts a new one, and ``generate`` always starts a new one. Threads may share a model:
+its calls take turns, each running whole (a ``generate`` from start to end), so they
+give the results they give one after another.
 """
 
 import operator

@@ -17,23 +17,23 @@ inline bool is_tensor(const py::handle& h) { return py::isinstance<Tensor>(h); }
 
 // A Python number turned into a 0-dim tensor that promotes with `other` exactly as the
 // number would (held in the compute dtype so no precision is lost on the way).
-inline Tensor wrap_number(const py::handle& number, const Tensor& other) {
-  Scalar s = to_scalar(number);
+inline Tensor wrap_number(const py::handle& number, const Tensor& other, std::string_view op = {}) {
+  Scalar s = to_scalar(number, op);
   return scalar_tensor(s, compute_dtype(result_type({other, s})));
 }
 
 // The dividend of a true division number / tensor: held in the dtype the division
 // computes in (float32 for integer operands), so -7 / uint8_tensor divides -7, not the
 // uint8 value -7 would wrap to.
-inline Tensor wrap_dividend(const py::handle& number, const Tensor& other) {
-  Scalar s = to_scalar(number);
+inline Tensor wrap_dividend(const py::handle& number, const Tensor& other, std::string_view op = {}) {
+  Scalar s = to_scalar(number, op);
   return scalar_tensor(s, compute_dtype(float_result_dtype(result_type({other, s}))));
 }
 
 // dim=None, an int, or a sequence of ints.
-inline std::vector<int64_t> to_dims(const py::object& dim) {
+inline std::vector<int64_t> to_dims(const py::object& dim, std::string_view op = {}) {
   if (dim.is_none()) return {};
-  return to_shape(dim);
+  return to_shape(dim, op, "dim");
 }
 
 inline std::optional<DType> to_opt_dtype(const py::object& dtype) {

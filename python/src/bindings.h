@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "kiln/dtype.h"
 #include "kiln/scalar.h"
@@ -21,11 +23,28 @@ void bind_threads(py::module_& m);  // called by bind_runtime
 void bind_ops(py::module_& m);
 void bind_llm(py::module_& m);
 void bind_composite(py::module_& m);  // the kiln.composite submodule
+// kiln::Error, std::bad_alloc and other C++ exceptions -> the Python exception PyTorch
+// raises, with the message intact whatever bytes it quotes (errors.cpp).
+void register_error_translator();
 
+// Python ints are unbounded; kiln's sizes, dims, indices and integer scalars are
+// int64 (uint64 for scalars). An int outside that range is a RuntimeError (PyTorch's
+// kind for it) that names the op when `op` is given, the argument and its value:
+// "zeros: size 9223372036854775808 is out of range for int64 (expected ...)".
+
+// A Python int (or an object with __index__) as int64.
+int64_t to_int64(const py::handle& obj, std::string_view op, std::string_view what);
+// A Python number as a double; an int past float64 (2**1024 and up) is refused alike.
+double to_double(const py::handle& obj, std::string_view op, std::string_view what);
+// An int's decimal digits, or its bit length when it is too long to print.
+std::string describe_int(const py::handle& obj);
+// The same, with values past either end clamped to it (Python's slice bounds).
+int64_t to_int64_clamped(const py::handle& obj);
 // A Python number (bool, int, float, complex) as a kiln::Scalar; TypeError otherwise.
-Scalar to_scalar(const py::handle& obj);
+Scalar to_scalar(const py::handle& obj, std::string_view op = {});
 bool is_python_number(const py::handle& obj);
-Shape to_shape(const py::handle& obj);  // int, or a sequence of ints
+// An int, or a sequence of ints; `what` names an entry in errors ("size", "dim").
+Shape to_shape(const py::handle& obj, std::string_view op = {}, std::string_view what = "size");
 py::object from_scalar(const Scalar& s);
 // A kiln.dtype object; TypeError for anything else (as PyTorch for dtype="float32").
 DType to_dtype(const py::handle& obj);

@@ -11,17 +11,17 @@ namespace {
 using TensorTensorFn = Tensor (*)(const Tensor&, const Tensor&);
 using TensorScalarFn = Tensor (*)(const Tensor&, const Scalar&);
 
-using WrapFn = Tensor (*)(const py::handle&, const Tensor&);
+using WrapFn = Tensor (*)(const py::handle&, const Tensor&, std::string_view);
 
 // op(number, tensor) through a tensor-tensor op. A 0-dim `other` promotes with the
 // wrapped number as with any 0-dim tensor, so a number held in float32 (the compute
 // dtype of a bfloat16 or float16 result) would make 1.5 - bf16_scalar float32; in
 // PyTorch the number never decides the dtype, so the float32 result is rounded once.
 template <typename Op>
-Tensor number_first(const py::handle& number, const Tensor& other, WrapFn wrap, Op&& op) {
-  const Tensor wrapped = wrap(number, other);
+Tensor number_first(const py::handle& number, const Tensor& other, WrapFn wrap, std::string_view name, Op&& op) {
+  const Tensor wrapped = wrap(number, other, name);
   Tensor out = op(wrapped, other);
-  const DType want = result_type({other, to_scalar(number)});
+  const DType want = result_type({other, to_scalar(number, name)});
   if (other.dim() == 0 && out.dtype() == wrapped.dtype() && is_floating(want) && want != wrapped.dtype()) {
     out = out.to(want);
   }
@@ -30,6 +30,7 @@ Tensor number_first(const py::handle& number, const Tensor& other, WrapFn wrap, 
 
 // A binary op taking tensors or numbers on either side, as torch.<op> does.
 struct Binary {
+  const char* name;  // for errors about a number operand
   TensorTensorFn tt;
   TensorScalarFn ts;
   bool commutative;
@@ -40,12 +41,12 @@ struct Binary {
     if (is_tensor(a)) {
       const Tensor& ta = a.cast<const Tensor&>();
       if (is_tensor(b)) return tt(ta, b.cast<const Tensor&>());
-      return ts(ta, to_scalar(b));
+      return ts(ta, to_scalar(b, name));
     }
     if (!is_tensor(b)) throw py::type_error("expected at least one tensor argument");
     const Tensor& tb = b.cast<const Tensor&>();
-    if (commutative) return ts(tb, to_scalar(a));
-    return number_first(a, tb, wrap, tt);
+    if (commutative) return ts(tb, to_scalar(a, name));
+    return number_first(a, tb, wrap, name, tt);
   }
 };
 
@@ -57,35 +58,35 @@ py::object dunder(const Binary& op, const py::object& self, const py::object& ot
 }
 
 template <typename TT, typename TS>
-Binary make(TT tt, TS ts, bool commutative) {
-  return Binary{static_cast<TensorTensorFn>(tt), static_cast<TensorScalarFn>(ts), commutative};
+Binary make(const char* name, TT tt, TS ts, bool commutative) {
+  return Binary{name, static_cast<TensorTensorFn>(tt), static_cast<TensorScalarFn>(ts), commutative};
 }
 
 }  // namespace
 
 void bind_elementwise(py::module_& m) {
   auto cls = tensor_class(m);
-  const Binary mul_op = make<TensorTensorFn, TensorScalarFn>(&mul, &mul, true);
-  const Binary eq_op = make<TensorTensorFn, TensorScalarFn>(&eq, &eq, true);
-  const Binary ne_op = make<TensorTensorFn, TensorScalarFn>(&ne, &ne, true);
-  const Binary lt_op = make<TensorTensorFn, TensorScalarFn>(&lt, &lt, false);
-  const Binary le_op = make<TensorTensorFn, TensorScalarFn>(&le, &le, false);
-  const Binary gt_op = make<TensorTensorFn, TensorScalarFn>(&gt, &gt, false);
-  const Binary ge_op = make<TensorTensorFn, TensorScalarFn>(&ge, &ge, false);
-  const Binary and_op = make<TensorTensorFn, TensorScalarFn>(&bitwise_and, &bitwise_and, true);
-  const Binary or_op = make<TensorTensorFn, TensorScalarFn>(&bitwise_or, &bitwise_or, true);
-  const Binary xor_op = make<TensorTensorFn, TensorScalarFn>(&bitwise_xor, &bitwise_xor, true);
-  const Binary shl_op = make<TensorTensorFn, TensorScalarFn>(&bitwise_left_shift, &bitwise_left_shift, false);
-  const Binary shr_op = make<TensorTensorFn, TensorScalarFn>(&bitwise_right_shift, &bitwise_right_shift, false);
-  const Binary rem_op = make<TensorTensorFn, TensorScalarFn>(&remainder, &remainder, false);
-  const Binary pow_op = make<TensorTensorFn, TensorScalarFn>(&pow, &pow, false);
-  const Binary add_op{[](const Tensor& a, const Tensor& b) { return add(a, b); },
+  const Binary mul_op = make<TensorTensorFn, TensorScalarFn>("mul", &mul, &mul, true);
+  const Binary eq_op = make<TensorTensorFn, TensorScalarFn>("eq", &eq, &eq, true);
+  const Binary ne_op = make<TensorTensorFn, TensorScalarFn>("ne", &ne, &ne, true);
+  const Binary lt_op = make<TensorTensorFn, TensorScalarFn>("lt", &lt, &lt, false);
+  const Binary le_op = make<TensorTensorFn, TensorScalarFn>("le", &le, &le, false);
+  const Binary gt_op = make<TensorTensorFn, TensorScalarFn>("gt", &gt, &gt, false);
+  const Binary ge_op = make<TensorTensorFn, TensorScalarFn>("ge", &ge, &ge, false);
+  const Binary and_op = make<TensorTensorFn, TensorScalarFn>("bitwise_and", &bitwise_and, &bitwise_and, true);
+  const Binary or_op = make<TensorTensorFn, TensorScalarFn>("bitwise_or", &bitwise_or, &bitwise_or, true);
+  const Binary xor_op = make<TensorTensorFn, TensorScalarFn>("bitwise_xor", &bitwise_xor, &bitwise_xor, true);
+  const Binary shl_op = make<TensorTensorFn, TensorScalarFn>("bitwise_left_shift", &bitwise_left_shift, &bitwise_left_shift, false);
+  const Binary shr_op = make<TensorTensorFn, TensorScalarFn>("bitwise_right_shift", &bitwise_right_shift, &bitwise_right_shift, false);
+  const Binary rem_op = make<TensorTensorFn, TensorScalarFn>("remainder", &remainder, &remainder, false);
+  const Binary pow_op = make<TensorTensorFn, TensorScalarFn>("pow", &pow, &pow, false);
+  const Binary add_op{"add", [](const Tensor& a, const Tensor& b) { return add(a, b); },
                       [](const Tensor& a, const Scalar& b) { return add(a, b); }, true};
-  const Binary sub_op{[](const Tensor& a, const Tensor& b) { return sub(a, b); },
+  const Binary sub_op{"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
                       [](const Tensor& a, const Scalar& b) { return sub(a, b); }, false};
-  const Binary div_op{[](const Tensor& a, const Tensor& b) { return div(a, b); },
+  const Binary div_op{"div", [](const Tensor& a, const Tensor& b) { return div(a, b); },
                       [](const Tensor& a, const Scalar& b) { return div(a, b); }, false, &wrap_dividend};
-  const Binary floordiv_op{[](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); },
+  const Binary floordiv_op{"div", [](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); },
                            [](const Tensor& a, const Scalar& b) { return div(a, b, "floor"); }, false};
 
   struct Named { const char* name; Binary op; };
@@ -104,23 +105,23 @@ void bind_elementwise(py::module_& m) {
     if (alpha.is_none()) return add_op(a, b);
     if (!is_tensor(a)) throw py::type_error("add: with alpha, input must be a tensor");
     const Tensor& ta = a.cast<const Tensor&>();
-    return is_tensor(b) ? add(ta, b.cast<const Tensor&>(), to_scalar(alpha)) : add(ta, to_scalar(b), to_scalar(alpha));
+    return is_tensor(b) ? add(ta, b.cast<const Tensor&>(), to_scalar(alpha, "add")) : add(ta, to_scalar(b, "add"), to_scalar(alpha, "add"));
   }, py::arg("input"), py::arg("other"), py::kw_only(), py::arg("alpha") = py::none());
   def_op(m, "sub", [sub_op](const py::object& a, const py::object& b, const py::object& alpha) {
     if (alpha.is_none()) return sub_op(a, b);
     if (!is_tensor(a)) throw py::type_error("sub: with alpha, input must be a tensor");
     const Tensor& ta = a.cast<const Tensor&>();
-    return is_tensor(b) ? sub(ta, b.cast<const Tensor&>(), to_scalar(alpha)) : sub(ta, to_scalar(b), to_scalar(alpha));
+    return is_tensor(b) ? sub(ta, b.cast<const Tensor&>(), to_scalar(alpha, "sub")) : sub(ta, to_scalar(b, "sub"), to_scalar(alpha, "sub"));
   }, py::arg("input"), py::arg("other"), py::kw_only(), py::arg("alpha") = py::none());
   def_op(m, "div", [](const py::object& a, const py::object& b, std::optional<std::string> mode) {
     std::optional<std::string_view> rm;
     if (mode) rm = *mode;
     if (!is_tensor(a)) {
       const auto divide = [rm](const Tensor& x, const Tensor& y) { return div(x, y, rm); };
-      return number_first(a, b.cast<const Tensor&>(), mode ? &wrap_number : &wrap_dividend, divide);
+      return number_first(a, b.cast<const Tensor&>(), mode ? &wrap_number : &wrap_dividend, "div", divide);
     }
     const Tensor& ta = a.cast<const Tensor&>();
-    return is_tensor(b) ? div(ta, b.cast<const Tensor&>(), rm) : div(ta, to_scalar(b), rm);
+    return is_tensor(b) ? div(ta, b.cast<const Tensor&>(), rm) : div(ta, to_scalar(b, "div"), rm);
   }, py::arg("input"), py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
   m.attr("divide") = m.attr("div");
 
@@ -142,14 +143,14 @@ void bind_elementwise(py::module_& m) {
   def_op(m, "gelu", [](const Tensor& x, const std::string& approximate) { return gelu(x, approximate); },
          py::arg("input"), py::kw_only(), py::arg("approximate") = "none");
   def_op(m, "softplus", [](const Tensor& x, const py::object& beta, const py::object& threshold) {
-    return softplus(x, to_scalar(beta), to_scalar(threshold));
+    return softplus(x, to_scalar(beta, "softplus"), to_scalar(threshold, "softplus"));
   }, py::arg("input"), py::arg("beta") = 1, py::arg("threshold") = 20);
 
   def_op(m, "where", [](const Tensor& cond, const py::object& a, const py::object& b) {
     if (is_tensor(a) && is_tensor(b)) return where(cond, a.cast<const Tensor&>(), b.cast<const Tensor&>());
-    if (is_tensor(a)) return where(cond, a.cast<const Tensor&>(), to_scalar(b));
-    if (is_tensor(b)) return where(cond, to_scalar(a), b.cast<const Tensor&>());
-    return where(cond, to_scalar(a), to_scalar(b));
+    if (is_tensor(a)) return where(cond, a.cast<const Tensor&>(), to_scalar(b, "where"));
+    if (is_tensor(b)) return where(cond, to_scalar(a, "where"), b.cast<const Tensor&>());
+    return where(cond, to_scalar(a, "where"), to_scalar(b, "where"));
   }, py::arg("condition"), py::arg("input"), py::arg("other"));
   def_op(m, "clamp", [](const Tensor& x, const py::object& lo, const py::object& hi) {
     if (is_tensor(lo) || is_tensor(hi)) {
@@ -161,7 +162,7 @@ void bind_elementwise(py::module_& m) {
     }
     auto opt = [](const py::object& o) -> std::optional<Scalar> {
       if (o.is_none()) return std::nullopt;
-      return to_scalar(o);
+      return to_scalar(o, "clamp");
     };
     return clamp(x, opt(lo), opt(hi));
   }, py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
@@ -198,23 +199,23 @@ void bind_elementwise(py::module_& m) {
   });
   // In-place arithmetic writes into self (error when the result type can't be stored there).
   cls.def("__iadd__", [](Tensor& t, const py::object& o) -> Tensor& {
-    return is_tensor(o) ? add_(t, o.cast<const Tensor&>()) : add_(t, to_scalar(o));
+    return is_tensor(o) ? add_(t, o.cast<const Tensor&>()) : add_(t, to_scalar(o, "add_"));
   });
   cls.def("__isub__", [](Tensor& t, const py::object& o) -> Tensor& {
-    return is_tensor(o) ? sub_(t, o.cast<const Tensor&>()) : sub_(t, to_scalar(o));
+    return is_tensor(o) ? sub_(t, o.cast<const Tensor&>()) : sub_(t, to_scalar(o, "sub_"));
   });
   cls.def("__imul__", [](Tensor& t, const py::object& o) -> Tensor& {
-    return is_tensor(o) ? mul_(t, o.cast<const Tensor&>()) : mul_(t, to_scalar(o));
+    return is_tensor(o) ? mul_(t, o.cast<const Tensor&>()) : mul_(t, to_scalar(o, "mul_"));
   });
   cls.def("__itruediv__", [](Tensor& t, const py::object& o) -> Tensor& {
-    return is_tensor(o) ? div_(t, o.cast<const Tensor&>()) : div_(t, to_scalar(o));
+    return is_tensor(o) ? div_(t, o.cast<const Tensor&>()) : div_(t, to_scalar(o, "div_"));
   });
   cls.def("add_", [](Tensor& t, const py::object& o, const py::object& alpha) -> Tensor& {
-    Scalar a = alpha.is_none() ? Scalar(int64_t{1}) : to_scalar(alpha);
-    return is_tensor(o) ? add_(t, o.cast<const Tensor&>(), a) : add_(t, to_scalar(o), a);
+    Scalar a = alpha.is_none() ? Scalar(int64_t{1}) : to_scalar(alpha, "add_");
+    return is_tensor(o) ? add_(t, o.cast<const Tensor&>(), a) : add_(t, to_scalar(o, "add_"), a);
   }, py::arg("other"), py::kw_only(), py::arg("alpha") = py::none());
   cls.def("mul_", [](Tensor& t, const py::object& o) -> Tensor& {
-    return is_tensor(o) ? mul_(t, o.cast<const Tensor&>()) : mul_(t, to_scalar(o));
+    return is_tensor(o) ? mul_(t, o.cast<const Tensor&>()) : mul_(t, to_scalar(o, "mul_"));
   });
 }
 

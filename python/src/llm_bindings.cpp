@@ -19,8 +19,12 @@ std::vector<int32_t> to_ids(const py::handle& obj) {
   std::vector<int32_t> ids;
   for (auto item : py::reinterpret_borrow<py::iterable>(obj)) {
     if (!PyIndex_Check(item.ptr())) throw py::type_error("token ids must be ints");
-    const int64_t id = py::int_(py::reinterpret_borrow<py::object>(item)).cast<int64_t>();
-    if (id < INT32_MIN || id > INT32_MAX) throw py::value_error("token id " + std::to_string(id) + " out of range");
+    // Out of int32 is out of every vocabulary: the model names the id and its vocabulary.
+    const int64_t id = to_int64_clamped(item);
+    if (id < INT32_MIN || id > INT32_MAX) {
+      throw py::value_error("token id " + describe_int(item) + " is out of range (expected an int32 "
+                            "id within the model's vocabulary)");
+    }
     ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
@@ -83,8 +87,13 @@ void bind_llm(py::module_& m) {
         py::gil_scoped_release release;
         return model.forward(tokens, all_logits);
       }, py::arg("token_ids"), py::arg("all_logits"))
-      .def("reset", &llm::Model::reset)
-      .def_property_readonly("position", &llm::Model::position)
+      // Every call that takes the model's lock lets go of the GIL first: a generate on
+      // another thread holds the lock and takes the GIL for its on_text callback.
+      .def("reset", &llm::Model::reset, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("position", [](const llm::Model& model) {
+        py::gil_scoped_release release;
+        return model.position();
+      })
       .def_property_readonly("info", [](const llm::Model& model) { return info_dict(model.info()); })
       .def_property_readonly("eos_ids", &llm::Model::eos_ids)
       .def("encode", [](const llm::Model& model, const std::string& text, bool add_special_tokens) {

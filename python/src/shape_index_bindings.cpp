@@ -13,16 +13,16 @@ void bind_shape_index(py::module_& m) {
   m.attr("concat") = m.attr("cat");
   m.def("stack", &stack, py::arg("tensors"), py::arg("dim") = 0);
   def_op(m, "split", [](const Tensor& t, const py::object& size, int64_t dim) {
-    if (PyIndex_Check(size.ptr())) return split(t, size.cast<int64_t>(), dim);
-    return split_with_sizes(t, to_shape(size), dim);
+    if (PyIndex_Check(size.ptr())) return split(t, to_int64(size, "split", "split_size"), dim);
+    return split_with_sizes(t, to_shape(size, "split_with_sizes"), dim);
   }, py::arg("tensor"), py::arg("split_size_or_sections"), py::arg("dim") = 0);
   def_op(m, "chunk", &chunk, py::arg("input"), py::arg("chunks"), py::arg("dim") = 0);
   def_op(m, "tensor_split", [](const Tensor& t, const py::object& sections, int64_t dim) {
-    if (PyIndex_Check(sections.ptr())) return tensor_split(t, sections.cast<int64_t>(), dim);
-    return tensor_split_indices(t, to_shape(sections), dim);
+    if (PyIndex_Check(sections.ptr())) return tensor_split(t, to_int64(sections, "tensor_split", "sections"), dim);
+    return tensor_split_indices(t, to_shape(sections, "tensor_split", "index"), dim);
   }, py::arg("input"), py::arg("indices_or_sections"), py::arg("dim") = 0);
   def_op(m, "unbind", &unbind, py::arg("input"), py::arg("dim") = 0);
-  def_op(m, "flip", [](const Tensor& t, const py::object& dims) { return flip(t, to_shape(dims)); },
+  def_op(m, "flip", [](const Tensor& t, const py::object& dims) { return flip(t, to_shape(dims, "flip", "dim")); },
          py::arg("input"), py::arg("dims"));
 
   def_op(m, "index_select", &index_select, py::arg("input"), py::arg("dim"), py::arg("index"));
@@ -30,19 +30,19 @@ void bind_shape_index(py::module_& m) {
   def_op(m, "scatter_add", &scatter_add, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
   cls.def("scatter_add_", &scatter_add_, py::arg("dim"), py::arg("index"), py::arg("src"));
   def_op(m, "index_add", [](const Tensor& t, int64_t dim, const Tensor& index, const Tensor& src, const py::object& alpha) {
-    return index_add(t, dim, index, src, to_scalar(alpha));
+    return index_add(t, dim, index, src, to_scalar(alpha, "index_add"));
   }, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(), py::arg("alpha") = 1);
   cls.def("index_add_", [](const Tensor& t, int64_t dim, const Tensor& index, const Tensor& src, const py::object& alpha) {
-    return index_add_(t, dim, index, src, to_scalar(alpha));
+    return index_add_(t, dim, index, src, to_scalar(alpha, "index_add_"));
   }, py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(), py::arg("alpha") = 1);
   m.def("embedding", [](const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx) {
     return embedding(weight, input, padding_idx);  // F.embedding(input, weight) order
   }, py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none());
   def_op(m, "masked_fill", [](const Tensor& t, const Tensor& mask, const py::object& value) {
-    return is_tensor(value) ? masked_fill(t, mask, value.cast<const Tensor&>()) : masked_fill(t, mask, to_scalar(value));
+    return is_tensor(value) ? masked_fill(t, mask, value.cast<const Tensor&>()) : masked_fill(t, mask, to_scalar(value, "masked_fill"));
   }, py::arg("input"), py::arg("mask"), py::arg("value"));
   cls.def("masked_fill_", [](const Tensor& t, const Tensor& mask, const py::object& value) {
-    return is_tensor(value) ? masked_fill_(t, mask, value.cast<const Tensor&>()) : masked_fill_(t, mask, to_scalar(value));
+    return is_tensor(value) ? masked_fill_(t, mask, value.cast<const Tensor&>()) : masked_fill_(t, mask, to_scalar(value, "masked_fill_"));
   }, py::arg("mask"), py::arg("value"));
   def_op(m, "masked_select", &masked_select, py::arg("input"), py::arg("mask"));
 

@@ -3,6 +3,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <limits>
+#include <string>
+
 #include "bindings.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
@@ -54,7 +57,9 @@ DType kiln_dtype_of(const py::dtype& dt) {
                        "int32, int16, int8, uint64, uint32, uint16, uint8, and bool.");
 }
 
-// Zero-copy: the tensor borrows the array's memory and keeps the array alive.
+// Zero-copy: the tensor borrows the array's memory and keeps the array alive. A
+// read-only array (np.memmap mode='r', a broadcast view, flags.writeable False) gives a
+// read-only tensor: reading and out-of-place ops share the memory, in-place ops raise.
 Tensor from_numpy(const py::array& arr) {
   DType dtype = kiln_dtype_of(arr.dtype());
   const int64_t isz = static_cast<int64_t>(itemsize(dtype));
@@ -79,6 +84,7 @@ Tensor from_numpy(const py::array& arr) {
     delete o;
   });
   auto storage = Storage::borrow(empty_array ? nullptr : base, nbytes, std::move(keep_alive));
+  storage->read_only = !arr.writeable();
   return Tensor::from_storage(std::move(storage), sizes, strides, empty_array ? 0 : -lo / isz, dtype);
 }
 
@@ -94,7 +100,10 @@ py::array to_numpy(const Tensor& t) {
   py::capsule owner(new Tensor(t), [](void* p) { delete static_cast<Tensor*>(p); });
   void* data = t.data_ptr();
   static char dummy;  // numpy wants a non-null pointer even for empty arrays
-  return py::array(*dt, shape, strides, data ? data : &dummy, owner);
+  py::array out(*dt, shape, strides, data ? data : &dummy, owner);
+  // Read-only memory stays read-only through numpy too.
+  if (t.storage()->read_only) out.attr("setflags")(py::arg("write") = false);
+  return out;
 }
 
 // Python basic indexing: ints, slices, None, Ellipsis, and tuples of them.
@@ -124,15 +133,22 @@ Tensor index_tensor(const Tensor& t, const py::handle& key) {
       d += t.dim() - consumed;
     } else if (py::isinstance<py::slice>(k)) {
       auto sl = py::reinterpret_borrow<py::slice>(k);
+      // Bounds past int64 clamp, as Python clamps slice bounds to the sequence.
       auto get = [](py::object o) -> std::optional<int64_t> {
         if (o.is_none()) return std::nullopt;
-        return o.cast<int64_t>();
+        return to_int64_clamped(o);
       };
       std::optional<int64_t> step = get(sl.attr("step"));
       if (step && *step <= 0) throw py::value_error("step must be greater than zero");
       out = out.slice(d++, get(sl.attr("start")), get(sl.attr("stop")), step.value_or(1));
     } else if (PyIndex_Check(k.ptr()) && !py::isinstance<py::bool_>(k)) {
-      out = out.select(d, py::int_(py::reinterpret_borrow<py::object>(k)).cast<int64_t>());
+      const int64_t index = to_int64_clamped(k);
+      if (index == std::numeric_limits<int64_t>::min() || index == std::numeric_limits<int64_t>::max()) {
+        // Past int64 is past every dimension (the clamped value would misreport it).
+        throw py::index_error("index " + describe_int(k) + " is out of bounds for dimension " + std::to_string(d) +
+                              " with size " + std::to_string(out.size(d)));
+      }
+      out = out.select(d, index);
     } else {
       throw py::index_error("only integers, slices (`:`), ellipsis (`...`) and None are valid indices (got " +
                             std::string(py::str(k.get_type().attr("__name__"))) + ")");
@@ -141,9 +157,9 @@ Tensor index_tensor(const Tensor& t, const py::handle& key) {
   return out;
 }
 
-Shape shape_args(const py::args& args) {
-  if (args.size() == 1 && !PyIndex_Check(args[0].ptr())) return to_shape(args[0]);
-  return to_shape(args);
+Shape shape_args(const py::args& args, const char* op, const char* what = "size") {
+  if (args.size() == 1 && !PyIndex_Check(args[0].ptr())) return to_shape(args[0], op, what);
+  return to_shape(args, op, what);
 }
 
 py::tuple shape_tuple(const Shape& s) {
@@ -211,7 +227,7 @@ void bind_tensor(py::module_& m) {
       .def("long", [](const Tensor& t) { return t.to(DType::Int64); })
       .def("bool", [](const Tensor& t) { return t.to(DType::Bool); })
       .def("copy_", [](Tensor& t, const Tensor& src) { return t.copy_(src); })
-      .def("fill_", [](Tensor& t, const py::object& v) { return t.fill_(to_scalar(v)); })
+      .def("fill_", [](Tensor& t, const py::object& v) { return t.fill_(to_scalar(v, "fill_")); })
       .def("zero_", [](Tensor& t) { return t.zero_(); })
       .def("item", [](const Tensor& t) { return from_scalar(t.item()); })
       .def("numpy", &to_numpy)
@@ -228,13 +244,13 @@ void bind_tensor(py::module_& m) {
         if (a.size() == 1 && py::isinstance<DType>(a[0])) {
           throw py::type_error("view(dtype) is not supported; use .to(dtype) to convert");
         }
-        return t.view(shape_args(a));
+        return t.view(shape_args(a, "view"));
       })
-      .def("reshape", [](const Tensor& t, const py::args& a) { return t.reshape(shape_args(a)); })
-      .def("permute", [](const Tensor& t, const py::args& a) { return t.permute(shape_args(a)); })
+      .def("reshape", [](const Tensor& t, const py::args& a) { return t.reshape(shape_args(a, "reshape")); })
+      .def("permute", [](const Tensor& t, const py::args& a) { return t.permute(shape_args(a, "permute", "dim")); })
       .def("transpose", &Tensor::transpose)
       .def("t", &Tensor::t)
-      .def("expand", [](const Tensor& t, const py::args& a) { return t.expand(shape_args(a)); })
+      .def("expand", [](const Tensor& t, const py::args& a) { return t.expand(shape_args(a, "expand")); })
       .def("expand_as", &Tensor::expand_as)
       .def("narrow", &Tensor::narrow)
       .def("select", &Tensor::select)
@@ -245,7 +261,9 @@ void bind_tensor(py::module_& m) {
       .def("unflatten", &Tensor::unflatten)
       .def("movedim", &Tensor::movedim)
       .def("as_strided", [](const Tensor& t, const py::object& size, const py::object& stride,
-                            std::optional<int64_t> offset) { return t.as_strided(to_shape(size), to_shape(stride), offset); },
+                            std::optional<int64_t> offset) {
+        return t.as_strided(to_shape(size, "as_strided"), to_shape(stride, "as_strided", "stride"), offset);
+      },
            py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none())
       .def("__getitem__", &index_tensor)
       .def("__setitem__", [](const Tensor& t, const py::handle& key, const py::object& value) {
@@ -253,7 +271,7 @@ void bind_tensor(py::module_& m) {
         if (py::isinstance<Tensor>(value)) {
           dst.copy_(value.cast<Tensor>());
         } else {
-          dst.fill_(to_scalar(value));
+          dst.fill_(to_scalar(value, "__setitem__"));
         }
       })
       .def("__len__", [](const Tensor& t) {

@@ -33,6 +33,26 @@ enum class ReduceKind : uint8_t {
   MeanM2,        // var/std: count, mean and sum of squared deviations
 };
 
+// The op a kind computes, as its front ends are called: kernels name it in errors.
+constexpr const char* reduce_kind_name(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::Sum: return "sum";
+    case ReduceKind::Prod: return "prod";
+    case ReduceKind::Max: return "max";
+    case ReduceKind::Min: return "min";
+    case ReduceKind::ArgMax: return "argmax";
+    case ReduceKind::ArgMin: return "argmin";
+    case ReduceKind::SumAbs: return "norm (p = 1)";
+    case ReduceKind::SumSquares: return "norm (p = 2)";
+    case ReduceKind::CountNonZero: return "norm (p = 0)";
+    case ReduceKind::MaxAbs: return "norm (p = inf)";
+    case ReduceKind::MinAbs: return "norm (p = -inf)";
+    case ReduceKind::SumPowAbs: return "norm";
+    case ReduceKind::MeanM2: return "var/std";
+  }
+  return "reduce";
+}
+
 // kind is Sum, Prod, Max, Min, ArgMax or ArgMin. Sums are divided by `divisor` (mean:
 // the count). The arg kinds write to `indices` (int64) the row-major flat index over
 // the reduced dims, and their value to `values`; either output may be undefined.

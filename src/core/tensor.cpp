@@ -220,6 +220,12 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes
   return t.as_strided(sizes, strides, offset);
 }
 
+void check_writable(const Tensor& self, const char* op) {
+  KILN_CHECK(!self.storage()->read_only, op,
+             "cannot write to a read-only tensor (it views a read-only numpy array or a file mapped read-only); "
+             "clone() it to get a writable copy");
+}
+
 int64_t Tensor::size(int64_t d) const { return impl().sizes[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return impl().strides[wrap_dim(d, dim(), "stride")]; }
 int64_t Tensor::numel() const { return shape_numel(impl().sizes); }

@@ -41,6 +41,7 @@ Tensor Tensor::to(DType target) const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   KILN_CHECK(src.defined(), "copy_", "source tensor is undefined");
+  check_writable(*this, "copy_");
   copy_on_device("copy_", *this, src.expand(sizes()));
   return *this;
 }
@@ -72,7 +73,10 @@ Tensor Tensor::from_scalar(const Scalar& value) {
   return t;
 }
 
-Tensor& Tensor::fill_(const Scalar& value) { return copy_(from_scalar(value)); }
+Tensor& Tensor::fill_(const Scalar& value) {
+  check_writable(*this, "fill_");
+  return copy_(from_scalar(value));
+}
 
 Scalar Tensor::item() const {
   KILN_CHECK(numel() == 1, "item", "a Tensor with {} elements cannot be converted to Scalar", numel());

@@ -219,6 +219,7 @@ Tensor Checkpoint::get(const std::string& name) const {
     return copy;
   }
   std::shared_ptr<Storage> storage = Storage::borrow(data, nbytes, mapping);
+  storage->read_only = true;  // mapped PROT_READ: an in-place op must raise, not fault
   return Tensor::from_storage(std::move(storage), e.shape, contiguous_strides(e.shape), 0, e.dtype);
 }
 

@@ -87,17 +87,17 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderWeights weights, KvCache c
   weight_decode_bytes_ = bytes + static_cast<int64_t>(weights_.final_norm.nbytes()) + weights_.lm_head.bytes();
 }
 
-void DecoderModel::reset() {
+void DecoderModel::reset_locked() {
   position_ = 0;
   cache_.reset();
 }
 
-int64_t DecoderModel::decode_bytes_per_token() const {
+int64_t DecoderModel::decode_bytes_per_token_locked() const {
   const int64_t keys_read = std::min(position_ + 1, cache_.capacity());
   return weight_decode_bytes_ + keys_read * cache_.kv_bytes_per_token();
 }
 
-Tensor DecoderModel::forward(std::span<const int32_t> tokens, bool all_logits) {
+Tensor DecoderModel::forward_locked(std::span<const int32_t> tokens, bool all_logits) {
   // Everything that can be wrong with the input is checked before any state changes.
   const int64_t count = static_cast<int64_t>(tokens.size());
   KILN_CHECK_KIND(count > 0, Value, kForward, "no tokens to run");

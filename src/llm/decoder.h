@@ -58,12 +58,13 @@ class DecoderModel final : public Model {
   DecoderModel(ModelConfig config, DecoderWeights weights, KvCache cache, ModelInfo info,
                std::shared_ptr<const Tokenizer> tokenizer, std::vector<int32_t> eos_ids);
 
-  Tensor forward(std::span<const int32_t> tokens, bool all_logits = false) override;
-  void reset() override;
-  int64_t position() const override { return position_; }
-  int64_t decode_bytes_per_token() const override;
-
  private:
+  // Model's calls, run with the model's lock held.
+  Tensor forward_locked(std::span<const int32_t> tokens, bool all_logits) override;
+  void reset_locked() override;
+  int64_t position_locked() const override { return position_; }
+  int64_t decode_bytes_per_token_locked() const override;
+
   ModelConfig config_;
   DecoderWeights weights_;
   KvCache cache_;

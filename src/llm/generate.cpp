@@ -41,13 +41,16 @@ GenerateResult generate(Model& model, std::string_view prompt, const GenerateOpt
 
   GenerateResult result;
   result.prompt_tokens = prompt_len;
-  model.reset();
+  // One turn on the model from the reset to the last token: another thread's call
+  // landing in between would change the sequence this loop extends.
+  Model::Session session(model);
+  session.reset();
 
   Clock::time_point start = Clock::now();
   Tensor logits;
   for (int64_t begin = 0; begin < prompt_len; begin += kPrefillChunk) {
     const int64_t count = std::min(kPrefillChunk, prompt_len - begin);
-    logits = model.forward(std::span<const int32_t>(prompt_ids).subspan(begin, count));
+    logits = session.forward(std::span<const int32_t>(prompt_ids).subspan(begin, count));
   }
   result.prefill_seconds = seconds_since(start);
 
@@ -82,12 +85,12 @@ GenerateResult generate(Model& model, std::string_view prompt, const GenerateOpt
       result.stop_reason = "max_tokens";
       break;
     }
-    if (model.position() >= model.max_context()) {
+    if (session.position() >= model.max_context()) {
       result.stop_reason = "context_full";
       break;
     }
-    result.decode_bytes += static_cast<double>(model.decode_bytes_per_token());
-    logits = model.forward(std::span<const int32_t>(&next, 1));
+    result.decode_bytes += static_cast<double>(session.decode_bytes_per_token());
+    logits = session.forward(std::span<const int32_t>(&next, 1));
   }
   if (result.stop_reason != "callback") emit(stream.flush());
   result.decode_seconds = seconds_since(start);

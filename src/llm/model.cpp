@@ -57,6 +57,63 @@ WeightFormat weight_format_from_name(std::string_view name) {
 
 Model::~Model() = default;
 
+// A thread that already holds the model (generate's on_text callback calling back into
+// it) gets an error: waiting would deadlock, and running would change the sequence
+// under the call that holds it. Only the holder stores its own id in owner_, so no
+// other thread can mistake itself for the holder.
+void Model::acquire(std::string_view op) const {
+  KILN_CHECK(!held_by_this_thread(), op,
+             "this thread is already using the model (a call from generate's on_text callback?); a model runs "
+             "one call at a time, so call it after the running call returns");
+  mutex_.lock();
+  owner_.store(std::this_thread::get_id());
+}
+
+void Model::release() const {
+  owner_.store(std::thread::id());
+  mutex_.unlock();
+}
+
+class Model::Lock {
+ public:
+  Lock(const Model& model, std::string_view op) : model_(model) { model_.acquire(op); }
+  ~Lock() { model_.release(); }
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+
+ private:
+  const Model& model_;
+};
+
+Model::Session::Session(Model& model) : model_(model) { model_.acquire("Model.Session"); }
+Model::Session::~Session() { model_.release(); }
+
+Tensor Model::forward(std::span<const int32_t> tokens, bool all_logits) {
+  const Lock lock(*this, "Model.forward");
+  return forward_locked(tokens, all_logits);
+}
+
+void Model::reset() {
+  const Lock lock(*this, "Model.reset");
+  reset_locked();
+}
+
+bool Model::held_by_this_thread() const { return owner_.load() == std::this_thread::get_id(); }
+
+// Reads are safe from the thread holding the model (a callback showing progress), so
+// only they skip the lock there; the calls that change the sequence do not.
+int64_t Model::position() const {
+  if (held_by_this_thread()) return position_locked();
+  const Lock lock(*this, "Model.position");
+  return position_locked();
+}
+
+int64_t Model::decode_bytes_per_token() const {
+  if (held_by_this_thread()) return decode_bytes_per_token_locked();
+  const Lock lock(*this, "Model.decode_bytes_per_token");
+  return decode_bytes_per_token_locked();
+}
+
 std::vector<int32_t> Model::encode(std::string_view text, bool add_special_tokens) const {
   return tokenizer_->encode(text, add_special_tokens);
 }

@@ -163,6 +163,7 @@ bool has_internal_overlap(const Tensor& t) {
 }  // namespace
 
 void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result) {
+  check_writable(self, op);
   if (!can_cast(result, self.dtype())) {
     fail(ErrorKind::Runtime, op, "result type {} can't be cast to the desired output type {}", torch_type_name(result),
          torch_type_name(self.dtype()));

@@ -52,7 +52,8 @@ void run_ternary(const char* op, const Tensor& out, DType out_compute, const Ten
 // integer, nothing but bool -> bool).
 bool can_cast(DType from, DType to);
 
-// The checks of an in-place op writing `self` from `other`: the result dtype must be
+// The checks of an in-place op writing `self` from `other`: self must be writable
+// (check_writable), the result dtype must be
 // castable to self's, the broadcast shape must be self's, self must not have
 // overlapping elements, and other must not partially overlap self. PyTorch's wording.
 void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result);

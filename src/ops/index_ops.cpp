@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <limits>
+#include <new>
+#include <stdexcept>
 
 #include "backend/index.h"
 #include "kiln/context.h"
@@ -21,6 +23,14 @@ void check_index_dtype(const Tensor& index, const char* op) {
                   "Expected dtype int32 or int64 for index, got {}", dtype_name(index.dtype()));
 }
 
+// The adding kernels have no fp8 arithmetic; refused here so the error names the op
+// the caller used (index_add runs on the scatter_add kernel).
+void check_addable_dtype(const Tensor& self, const char* op) {
+  KILN_CHECK_KIND(!is_fp8(self.dtype()), Type, op,
+                  "not implemented for {} (fp8 is a storage format: convert to float32 or bfloat16 first)",
+                  dtype_name(self.dtype()));
+}
+
 void check_rank(const Tensor& t, const char* op) {
   KILN_CHECK(t.dim() <= backend::kMaxLoopDims, op, "tensors with more than {} dims are not supported (got {})",
              backend::kMaxLoopDims, t.dim());
@@ -36,7 +46,19 @@ const backend::IndexKernels& kernels_on(const Tensor& t, const char* op) {
 // The values of a 1-D or 0-D index tensor, each checked to lie in [0, size). Indices
 // are never wrapped: PyTorch rejects negative ones in these ops.
 std::vector<int64_t> read_rows(const ExecutionContext& ctx, const Tensor& index, int64_t size, const char* op) {
-  std::vector<int64_t> rows = kernels_on(index, op).index_values(ctx, index);
+  // An expanded index can name more rows than memory holds (the output would be
+  // larger still): say so with the op's name rather than a bare bad_alloc.
+  const auto too_many = [&] {
+    fail(ErrorKind::Runtime, op, "the index holds {} entries, more than memory can hold", index.numel());
+  };
+  std::vector<int64_t> rows;
+  try {
+    rows = kernels_on(index, op).index_values(ctx, index);
+  } catch (const std::bad_alloc&) {
+    too_many();
+  } catch (const std::length_error&) {
+    too_many();
+  }
   for (int64_t v : rows) {
     KILN_CHECK_KIND(v >= 0 && v < size, Index, op,
                     "index out of range in self (index {} is not in [0, {}) for the indexed dimension)", v, size);
@@ -194,6 +216,8 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
 
 Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined(self, "scatter_add_", "self");
+  check_writable(self, "scatter_add_");
+  check_addable_dtype(self, "scatter_add_");
   check_defined(index, "scatter_add_", "index");
   check_defined(src, "scatter_add_", "src");
   check_index_dtype(index, "scatter_add_");
@@ -233,6 +257,8 @@ Tensor scatter_add(const Tensor& input, int64_t dim, const Tensor& index, const 
 
 Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
   check_defined(self, "index_add_", "self");
+  check_writable(self, "index_add_");
+  check_addable_dtype(self, "index_add_");
   check_defined(index, "index_add_", "index");
   check_defined(source, "index_add_", "source");
   check_index_dtype(index, "index_add_");
@@ -285,6 +311,7 @@ Tensor index_add(const Tensor& input, int64_t dim, const Tensor& index, const Te
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
   check_defined(self, "masked_fill_", "self");
+  check_writable(self, "masked_fill_");
   check_bool_mask(mask, "masked_fill_");
   check_rank(self, "masked_fill_");
   const Shape shape = broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill_");

@@ -188,6 +188,13 @@ MoeExperts MoeExperts::from_fused(const Tensor& gate_up, const Tensor& down, con
                gate_up_scale->shape_str(), down_scale->shape_str());
     KILN_CHECK(!block || I % kFp8ScaleBlock == 0, op,
                "128x128 block scales need the gate/up split (inter = {}) on a block boundary", I);
+    // The gate and up halves of the scales are cut at `split` below; the rest of their
+    // shape is checked against the weights by moe_experts.
+    const int64_t split = block ? I / kFp8ScaleBlock : I;
+    KILN_CHECK(gate_up_scale->size(1) == 2 * split, op,
+               "gate_up_scale must have {} rows for gate_up {} ({} per projection, {}), got shape {}", 2 * split,
+               gate_up.shape_str(), split, block ? "one per 128-row block" : "one per row",
+               gate_up_scale->shape_str());
   }
   MoeExperts experts;
   for (int64_t e = 0; e < E; ++e) {

@@ -142,7 +142,7 @@ ReduceKernel complex_kernel(ReduceKind kind) {
     case ReduceKind::Prod:
       return {&complex_row_prod<R>, &complex_column_prod<R>, &combine_prod_complex};
     default:
-      fail(ErrorKind::NotImplemented, "reduce", "no complex kernel for reduction kind {}", static_cast<int>(kind));
+      fail(ErrorKind::NotImplemented, reduce_kind_name(kind), "not implemented for complex inputs");
   }
 }
 
@@ -200,7 +200,11 @@ ReducePartial reduce_identity(ReduceKind kind) {
       p.i = 1;
       return p;
     default:
-      fail(ErrorKind::Runtime, "reduce", "reduction kind {} has no identity for empty input", static_cast<int>(kind));
+      // The front ends refuse these before allocating; PyTorch's wording all the same.
+      fail(ErrorKind::Runtime, reduce_kind_name(kind),
+           "cannot perform reduction function {} on a tensor with no elements because the operation does not have "
+           "an identity",
+           reduce_kind_name(kind));
   }
 }
 

@@ -161,7 +161,7 @@ ReduceKernel int_kernel(ReduceKind kind) {
     case ReduceKind::ArgMin:
       return {&row_arg_extreme<T, false>, &column_arg_extreme<T, false>, &combine_int_extreme<T, false>};
     default:
-      fail(ErrorKind::NotImplemented, "reduce", "no integer kernel for reduction kind {}", static_cast<int>(kind));
+      fail(ErrorKind::NotImplemented, reduce_kind_name(kind), "not implemented for integer and bool inputs");
   }
 }
 

@@ -187,8 +187,8 @@ ReduceKernel MinMaxFamily(ReduceKind kind) {
     default:
       break;
   }
-  fail(ErrorKind::NotImplemented, "reduce", "no {} min/max kernel for reduction kind {}",
-       sizeof(T) == 4 ? "float32" : "float64", static_cast<int>(kind));
+  fail(ErrorKind::NotImplemented, reduce_kind_name(kind), "no min/max kernel for {} inputs",
+       sizeof(T) == 4 ? "float32" : "float64");
 }
 
 ReduceKernel MinMaxFamilyF32(ReduceKind kind) { return MinMaxFamily<float>(kind); }

@@ -327,8 +327,8 @@ ReduceKernel SumFamily(ReduceKind kind) {
     default:
       break;
   }
-  fail(ErrorKind::NotImplemented, "reduce", "no {} sum-family kernel for reduction kind {}",
-       sizeof(T) == 4 ? "float32" : "float64", static_cast<int>(kind));
+  fail(ErrorKind::NotImplemented, reduce_kind_name(kind), "no sum-family kernel for {} inputs",
+       sizeof(T) == 4 ? "float32" : "float64");
 }
 
 ReduceKernel SumFamilyF32(ReduceKind kind) { return SumFamily<float>(kind); }
