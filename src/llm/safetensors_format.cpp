@@ -6,10 +6,10 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
 
 #include "kiln/error.h"
+#include "llm/json_tree.h"
 
 namespace kiln::llm {
 namespace {
@@ -34,6 +34,22 @@ constexpr DTypeSpelling kSpellings[] = {
 constexpr int kMaxJsonDepth = 8;
 
 std::string file_op(const std::string& path) { return "checkpoint " + path; }
+
+// The header tree; nlohmann keeps the last of duplicate keys silently, but a tensor
+// named twice must fail, so the first repeated top-level key is noted.
+class HeaderParser : public JsonTreeBuilder {
+ public:
+  HeaderParser() : JsonTreeBuilder(kMaxJsonDepth) {}
+  const std::string& duplicate() const { return duplicate_; }
+
+ protected:
+  void on_duplicate_key(const std::string& key, std::size_t depth) override {
+    if (depth == 1 && duplicate_.empty()) duplicate_ = key;
+  }
+
+ private:
+  std::string duplicate_;
+};
 
 uint64_t json_offset(const nlohmann::json& v, const std::string& path, const std::string& name) {
   if (!v.is_number_unsigned()) {
@@ -166,25 +182,16 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* file, uint64_t file_si
   }
   const char* text = reinterpret_cast<const char*>(file + 8);
 
-  // nlohmann keeps the last of duplicate keys silently; a duplicate tensor name must fail.
-  std::set<std::string> seen;
-  std::string duplicate;
-  const auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (depth > kMaxJsonDepth) fail(ErrorKind::Value, op, "header JSON nests deeper than {} levels", kMaxJsonDepth);
-    if (event == nlohmann::json::parse_event_t::key && depth == 1 && duplicate.empty() &&
-        !seen.insert(parsed.get<std::string>()).second) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text, text + header_len, on_event);
-  } catch (const nlohmann::json::exception& e) {
-    fail(ErrorKind::Value, op, "header is not valid JSON: {}", e.what());
+  HeaderParser parser;
+  if (!parser.parse(std::string_view(text, header_len))) {
+    if (parser.too_deep()) fail(ErrorKind::Value, op, "header JSON nests deeper than {} levels", kMaxJsonDepth);
+    fail(ErrorKind::Value, op, "header is not valid JSON: {}", parser.syntax_error());
   }
+  const nlohmann::json& header = parser.result();
   if (!header.is_object()) fail(ErrorKind::Value, op, "header must be a JSON object, got {}", header.type_name());
-  if (!duplicate.empty()) fail(ErrorKind::Value, op, "tensor '{}' appears twice in the header", duplicate);
+  if (!parser.duplicate().empty()) {
+    fail(ErrorKind::Value, op, "tensor '{}' appears twice in the header", parser.duplicate());
+  }
 
   SafetensorsHeader result;
   result.data_start = 8 + header_len;

@@ -4,9 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 
 #include "kiln/error.h"
+#include "llm/json_tree.h"
+#include "llm/model_files.h"
 #include "llm/tokenizer_byte_level.h"
 #include "llm/tokenizer_impl.h"
 #include "llm/tokenizer_json_reader.h"
@@ -18,6 +19,11 @@ using nlohmann::json;
 constexpr std::string_view kOp = "Tokenizer";
 // Real vocabularies stay below 2^19 ids; the bound keeps a corrupt id from sizing tables.
 constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+// Ids index dense per-id tables, so an id far past the number of tokens the file defines
+// would size them from nothing (one id near 2^24 cost a gigabyte). Real vocabularies are
+// dense, with at most a few hundred unused ids: ids must stay below twice the number of
+// tokens plus this slack.
+constexpr int64_t kIdSlack = 65536;
 
 class Loader {
  public:
@@ -76,7 +82,15 @@ class Loader {
   void read_config(const json& config, const std::string& config_source, Tokenizer::Impl& impl);
   void fill_id_tables(Tokenizer::Impl& impl);
 
+  // A vocabulary or added-token id beyond id_limit_ is refused before any table is sized.
+  [[noreturn]] void id_past_limit(int64_t id, const std::string& path) const {
+    value_error("{} = {} is far past the {} tokens the file defines (ids must stay below {})", path, id, token_count_,
+                id_limit_);
+  }
+
   std::string source_;
+  int64_t token_count_ = 0;  // vocabulary entries and added tokens
+  int64_t id_limit_ = 0;
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<tok::AddedToken> added_;
   std::vector<int32_t> template_prefix_;
@@ -88,8 +102,11 @@ std::shared_ptr<Tokenizer::Impl> Loader::build(tok::TokenizerJson& doc, const js
   if (!root.is_object()) value_error("expected a JSON object at the top level");
   auto impl = std::make_shared<Tokenizer::Impl>();
   impl->source = source_;
+  const json* added = member(root, "added_tokens");
+  token_count_ = static_cast<int64_t>(doc.vocab.size() + (added != nullptr && added->is_array() ? added->size() : 0));
+  id_limit_ = std::min(2 * token_count_ + kIdSlack, kMaxTokenId + 1);
   read_model(object_member(root, "model", "tokenizer"), doc, *impl);
-  read_added_tokens(member(root, "added_tokens"), *impl);
+  read_added_tokens(added, *impl);
   if (const json* normalizer = member(root, "normalizer")) read_normalizer(*normalizer, "normalizer", *impl);
   if (const json* pre = member(root, "pre_tokenizer")) read_pre_tokenizer(*pre, "pre_tokenizer", *impl);
   if (!impl->pre_tokenizer.has_byte_level()) {
@@ -137,7 +154,10 @@ void Loader::read_model(const json& model, tok::TokenizerJson& doc, Tokenizer::I
   if (!doc.has_vocab) value_error("model.vocab must be an object");
   vocab_.reserve(doc.vocab.size());
   int32_t max_id = -1;
-  for (const auto& entry : doc.vocab) max_id = std::max(max_id, entry.second);
+  for (const auto& [token, id] : doc.vocab) {
+    if (id >= id_limit_) id_past_limit(id, "model.vocab['" + token + "']");
+    max_id = std::max(max_id, id);
+  }
   std::vector<const std::string*> token_of_id(static_cast<size_t>(max_id + 1), nullptr);
   for (auto& [token, id] : doc.vocab) {
     if (token_of_id[id] != nullptr) value_error("model.vocab gives id {} to both '{}' and '{}'", id, *token_of_id[id], token);
@@ -172,6 +192,7 @@ void Loader::read_added_tokens(const json* added, Tokenizer::Impl& impl) {
     const json* id = member(entry, "id");
     if (id == nullptr) value_error("{}.id is missing", path);
     token.id = token_id(*id, path + ".id");
+    if (token.id >= id_limit_) id_past_limit(token.id, path + ".id");
     token.content = string_member(entry, "content", path);
     if (token.content.empty()) value_error("{}.content is empty", path);
     token.special = bool_member(entry, "special", false, path);
@@ -332,24 +353,6 @@ void Loader::read_config(const json& config, const std::string& config_source, T
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(ErrorKind::Runtime, kOp, "cannot open '{}'", path);
-  std::string text(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!in) fail(ErrorKind::Runtime, kOp, "cannot read '{}'", path);
-  return text;
-}
-
-json parse(const std::string& text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail(ErrorKind::Value, kOp, "{}: not valid JSON: {}", source, e.what());
-  }
-}
-
 }  // namespace
 
 Tokenizer Tokenizer::from_json(const std::string& tokenizer_json, const std::string& tokenizer_config_json,
@@ -364,7 +367,7 @@ Tokenizer Tokenizer::from_json(const std::string& tokenizer_json, const std::str
     config_source += " (tokenizer_config.json)";
   }
   std::optional<json> config;
-  if (!tokenizer_config_json.empty()) config = parse(tokenizer_config_json, config_source);
+  if (!tokenizer_config_json.empty()) config = parse_json_tree(tokenizer_config_json, kOp, config_source + ": ");
   Tokenizer tokenizer;
   try {
     tokenizer.impl_ = Loader(source).build(doc, config ? &*config : nullptr, config_source);
@@ -379,8 +382,10 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   const std::string json_path = dir + "/tokenizer.json";
   const std::string config_path = dir + "/tokenizer_config.json";
   std::string config_text;
-  if (std::ifstream(config_path).good()) config_text = read_file(config_path);
-  return from_json(read_file(json_path), config_text, json_path);
+  if (regular_file_exists(config_path, kOp)) {
+    config_text = read_regular_file(config_path, kMaxTokenizerConfigFileBytes, kOp);
+  }
+  return from_json(read_regular_file(json_path, kMaxTokenizerFileBytes, kOp), config_text, json_path);
 }
 
 }  // namespace kiln::llm
