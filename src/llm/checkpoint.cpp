@@ -72,7 +72,7 @@ std::map<std::string, std::string> read_weight_map(const std::string& path) {
   std::map<std::string, std::string> weight_map;
   for (const auto& [name, shard] : index["weight_map"].items()) {
     if (!shard.is_string()) {
-      fail(ErrorKind::Value, op, "weight_map: tensor '{}' maps to {}, expected a file name", name, shard.dump());
+      fail(ErrorKind::Value, op, "weight_map: tensor '{}' maps to {}, expected a file name", name, json_excerpt(shard));
     }
     const std::string file = shard.get<std::string>();
     // Shards live in the checkpoint folder itself; a path could reach anywhere.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_set>
 
 #include "kiln/error.h"
 #include "llm/json_tree.h"
@@ -55,7 +56,7 @@ class Reader {
 
   int64_t integer(std::string_view key) const {
     const json& v = at(key);
-    if (!v.is_number_integer()) error(ErrorKind::Value, key, "must be an integer, got {}", v.dump());
+    if (!v.is_number_integer()) error(ErrorKind::Value, key, "must be an integer, got {}", json_excerpt(v));
     return v.get<int64_t>();
   }
   int64_t positive(std::string_view key) const {
@@ -79,7 +80,7 @@ class Reader {
 
   double number(std::string_view key) const {
     const json& v = at(key);
-    if (!v.is_number()) error(ErrorKind::Value, key, "must be a number, got {}", v.dump());
+    if (!v.is_number()) error(ErrorKind::Value, key, "must be a number, got {}", json_excerpt(v));
     return v.get<double>();
   }
   double positive_number(std::string_view key) const {
@@ -94,7 +95,7 @@ class Reader {
   bool boolean(std::string_view key, bool fallback) const {
     if (!has(key)) return fallback;
     const json& v = at(key);
-    if (!v.is_boolean()) error(ErrorKind::Value, key, "must be true or false, got {}", v.dump());
+    if (!v.is_boolean()) error(ErrorKind::Value, key, "must be true or false, got {}", json_excerpt(v));
     return v.get<bool>();
   }
   std::optional<bool> optional_boolean(std::string_view key) const {
@@ -103,29 +104,38 @@ class Reader {
 
   std::string string(std::string_view key) const {
     const json& v = at(key);
-    if (!v.is_string()) error(ErrorKind::Value, key, "must be a string, got {}", v.dump());
+    if (!v.is_string()) error(ErrorKind::Value, key, "must be a string, got {}", json_excerpt(v));
     return v.get<std::string>();
   }
 
-  // An id or a list of ids (eos_token_id).
-  std::vector<int64_t> ids(std::string_view key) const {
+  // An id or a list of ids (eos_token_id), each in [0, vocab_size): a stop id the model
+  // cannot produce (or one that would wrap to another id as int32) is a config error.
+  std::vector<int64_t> ids(std::string_view key, int64_t vocab_size) const {
     if (!has(key)) return {};
     const json& v = at(key);
-    if (v.is_number_integer()) return {v.get<int64_t>()};
     std::vector<int64_t> ids;
-    if (v.is_array()) {
+    if (v.is_number_integer()) {
+      ids.push_back(v.get<int64_t>());
+    } else if (v.is_array()) {
       for (const json& id : v) {
         if (!id.is_number_integer()) break;
         ids.push_back(id.get<int64_t>());
       }
-      if (ids.size() == v.size()) return ids;
     }
-    error(ErrorKind::Value, key, "must be an integer or a list of integers, got {}", v.dump());
+    if (!v.is_number_integer() && !(v.is_array() && ids.size() == v.size())) {
+      error(ErrorKind::Value, key, "must be an integer or a list of integers, got {}", json_excerpt(v));
+    }
+    for (int64_t id : ids) {
+      if (id < 0 || id >= vocab_size) {
+        error(ErrorKind::Value, key, "holds {}, outside the vocabulary [0, {})", id, vocab_size);
+      }
+    }
+    return ids;
   }
 
   Reader object(std::string_view key) const {
     const json& v = at(key);
-    if (!v.is_object()) error(ErrorKind::Value, key, "must be an object, got {}", v.dump());
+    if (!v.is_object()) error(ErrorKind::Value, key, "must be an object, got {}", json_excerpt(v));
     return Reader(v, source_, prefix_ + std::string(key) + ".");
   }
 
@@ -186,7 +196,7 @@ void parse_quantization(const Reader& r, ModelConfig& c) {
   const json& block = q.at("weight_block_size");
   if (block != json::array({128, 128})) {
     q.error(ErrorKind::NotImplemented, "weight_block_size", "is {}: only [128, 128] blocks are supported",
-            block.dump());
+            json_excerpt(block));
   }
   c.fp8_block_scaled = true;
 }
@@ -201,10 +211,10 @@ void parse_generation(const std::string& text, const std::string& source, ModelC
   g.min_p = r.optional_number("min_p");
   g.repetition_penalty = r.optional_number("repetition_penalty");
   g.do_sample = r.optional_boolean("do_sample");
-  for (int64_t id : r.ids("eos_token_id")) {
-    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
-      c.eos_token_ids.push_back(id);
-    }
+  // A set, not a scan of the list per id: a file may list millions.
+  std::unordered_set<int64_t> known(c.eos_token_ids.begin(), c.eos_token_ids.end());
+  for (int64_t id : r.ids("eos_token_id", c.vocab_size)) {
+    if (known.insert(id).second) c.eos_token_ids.push_back(id);
   }
 }
 
@@ -234,7 +244,7 @@ void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
     if (!list.is_array()) r.error(ErrorKind::Value, "mlp_only_layers", "must be a list of layer indices");
     for (const json& v : list) {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.num_layers) {
-        r.error(ErrorKind::Value, "mlp_only_layers", "holds {}, expected layer indices in [0, {})", v.dump(),
+        r.error(ErrorKind::Value, "mlp_only_layers", "holds {}, expected layer indices in [0, {})", json_excerpt(v),
                 c.num_layers);
       }
       dense_only.insert(v.get<int64_t>());
@@ -264,10 +274,10 @@ void parse_lfm2_moe(const Reader& r, ModelConfig& c) {
   const json& types = r.at("layer_types");
   if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_layers) {
     r.error(ErrorKind::Value, "layer_types", "must list one type per layer ({} = num_hidden_layers), got {}",
-            c.num_layers, types.is_array() ? std::to_string(types.size()) + " entries" : types.dump());
+            c.num_layers, types.is_array() ? std::to_string(types.size()) + " entries" : json_excerpt(types));
   }
   for (size_t i = 0; i < types.size(); ++i) {
-    const std::string type = types[i].is_string() ? types[i].get<std::string>() : types[i].dump();
+    const std::string type = types[i].is_string() ? types[i].get<std::string>() : json_excerpt(types[i]);
     if (type == "conv" || type == "short_conv") {
       c.mixers.push_back(MixerKind::ShortConv);
     } else if (type == "full_attention" || type == "attention" || type == "attn") {
@@ -313,7 +323,7 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
   c.dtype = parse_dtype(r);
   c.bos_token_id = r.optional_integer("bos_token_id");
   c.pad_token_id = r.optional_integer("pad_token_id");
-  c.eos_token_ids = r.ids("eos_token_id");
+  c.eos_token_ids = r.ids("eos_token_id", c.vocab_size);
 
   if (c.model_type == "qwen3_moe") {
     parse_qwen3_moe(r, c);

@@ -76,6 +76,16 @@ bool JsonTreeBuilder::close() {
   return true;
 }
 
+std::string json_excerpt(const json& value) {
+  constexpr size_t kMaxBytes = 200;
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() <= kMaxBytes) return text;
+  size_t cut = kMaxBytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  text.resize(cut);
+  return text + "...";
+}
+
 json parse_json_tree(std::string_view text, std::string_view op, std::string_view prefix) {
   JsonTreeBuilder builder;
   if (!builder.parse(text)) fail(ErrorKind::Value, op, "{}{}", prefix, builder.problem());

@@ -79,6 +79,10 @@ class JsonTreeBuilder : public nlohmann::json_sax<nlohmann::json> {
   nlohmann::json* last_placed_ = nullptr;
 };
 
+// `value` as JSON text for an error message: at most ~200 bytes (cut at a character
+// boundary, "..." marking the cut), so quoting a value never copies megabytes of a file.
+std::string json_excerpt(const nlohmann::json& value);
+
 // The tree of `text`; invalid JSON or nesting deeper than kMaxModelJsonDepth is a Value
 // error under `op`, its message led by `prefix` (e.g. "tokenizer.json: ").
 nlohmann::json parse_json_tree(std::string_view text, std::string_view op, std::string_view prefix = "");

@@ -54,7 +54,7 @@ class HeaderParser : public JsonTreeBuilder {
 uint64_t json_offset(const nlohmann::json& v, const std::string& path, const std::string& name) {
   if (!v.is_number_unsigned()) {
     fail(ErrorKind::Value, file_op(path), "tensor '{}': data_offsets must hold non-negative integers, got {}", name,
-         v.dump());
+         json_excerpt(v));
   }
   return v.get<uint64_t>();
 }
@@ -72,7 +72,9 @@ SafetensorsTensorInfo parse_entry(const std::string& name, const nlohmann::json&
   info.name = name;
 
   const nlohmann::json& dtype = entry["dtype"];
-  if (!dtype.is_string()) fail(ErrorKind::Value, op, "tensor '{}': dtype must be a string, got {}", name, dtype.dump());
+  if (!dtype.is_string()) {
+    fail(ErrorKind::Value, op, "tensor '{}': dtype must be a string, got {}", name, json_excerpt(dtype));
+  }
   const std::optional<DType> parsed = dtype_from_safetensors_name(dtype.get<std::string>());
   if (!parsed) {
     fail(ErrorKind::Value, op, "tensor '{}': unknown dtype '{}' (expected BOOL, U8..U64, I8..I64, F16, BF16, F32, "
@@ -81,17 +83,19 @@ SafetensorsTensorInfo parse_entry(const std::string& name, const nlohmann::json&
   info.dtype = *parsed;
 
   const nlohmann::json& shape = entry["shape"];
-  if (!shape.is_array()) fail(ErrorKind::Value, op, "tensor '{}': shape must be an array, got {}", name, shape.dump());
+  if (!shape.is_array()) {
+    fail(ErrorKind::Value, op, "tensor '{}': shape must be an array, got {}", name, json_excerpt(shape));
+  }
   for (const nlohmann::json& dim : shape) {
     if (!dim.is_number_unsigned() || dim.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      fail(ErrorKind::Value, op, "tensor '{}': shape {} must hold non-negative integers", name, shape.dump());
+      fail(ErrorKind::Value, op, "tensor '{}': shape {} must hold non-negative integers", name, json_excerpt(shape));
     }
     info.shape.push_back(dim.get<int64_t>());
   }
 
   const nlohmann::json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2) {
-    fail(ErrorKind::Value, op, "tensor '{}': data_offsets must be [begin, end], got {}", name, offsets.dump());
+    fail(ErrorKind::Value, op, "tensor '{}': data_offsets must be [begin, end], got {}", name, json_excerpt(offsets));
   }
   info.begin = json_offset(offsets[0], path, name);
   info.end = json_offset(offsets[1], path, name);
@@ -113,7 +117,7 @@ std::map<std::string, std::string> parse_metadata(const nlohmann::json& value, c
   std::map<std::string, std::string> metadata;
   for (const auto& [key, v] : value.items()) {
     if (!v.is_string()) {
-      fail(ErrorKind::Value, file_op(path), "__metadata__ key '{}' must be a string, got {}", key, v.dump());
+      fail(ErrorKind::Value, file_op(path), "__metadata__ key '{}' must be a string, got {}", key, json_excerpt(v));
     }
     metadata[key] = v.get<std::string>();
   }

@@ -24,6 +24,9 @@ constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
 // dense, with at most a few hundred unused ids: ids must stay below twice the number of
 // tokens plus this slack.
 constexpr int64_t kIdSlack = 65536;
+// Real pre-tokenizers have at most four steps; each Split compiles a regex and every
+// piece of text passes through every step, so a file listing thousands is refused.
+constexpr int kMaxPreTokenizerSteps = 64;
 
 class Loader {
  public:
@@ -59,17 +62,17 @@ class Loader {
   bool bool_member(const json& obj, const char* key, bool fallback, const std::string& path) const {
     const json* m = member(obj, key);
     if (m == nullptr) return fallback;
-    if (!m->is_boolean()) value_error("{}.{} must be true or false, got {}", path, key, m->dump());
+    if (!m->is_boolean()) value_error("{}.{} must be true or false, got {}", path, key, json_excerpt(*m));
     return m->get<bool>();
   }
   int32_t token_id(const json& value, const std::string& path) const {
     if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > kMaxTokenId) {
-      value_error("{} = {} is not a token id (an integer in [0, {}])", path, value.dump(), kMaxTokenId);
+      value_error("{} = {} is not a token id (an integer in [0, {}])", path, json_excerpt(value), kMaxTokenId);
     }
     return static_cast<int32_t>(value.get<int64_t>());
   }
   std::string type_of(const json& component, const std::string& path) const {
-    if (!component.is_object()) value_error("{} must be an object, got {}", path, component.dump());
+    if (!component.is_object()) value_error("{} must be an object, got {}", path, json_excerpt(component));
     return string_member(component, "type", path);
   }
 
@@ -77,6 +80,8 @@ class Loader {
   void read_added_tokens(const json* added, Tokenizer::Impl& impl);
   void read_normalizer(const json& normalizer, const std::string& path, Tokenizer::Impl& impl);
   void read_pre_tokenizer(const json& pre, const std::string& path, Tokenizer::Impl& impl);
+  void read_pre_tokenizer_step(const json& pre, const std::string& type, const std::string& path,
+                               Tokenizer::Impl& impl);
   void read_post_processor(const json& post, const std::string& path, Tokenizer::Impl& impl);
   void read_decoder(const json* decoder);
   void read_config(const json& config, const std::string& config_source, Tokenizer::Impl& impl);
@@ -91,6 +96,7 @@ class Loader {
   std::string source_;
   int64_t token_count_ = 0;  // vocabulary entries and added tokens
   int64_t id_limit_ = 0;
+  int pre_tokenizer_steps_ = 0;
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<tok::AddedToken> added_;
   std::vector<int32_t> template_prefix_;
@@ -142,12 +148,12 @@ void Loader::read_model(const json& model, tok::TokenizerJson& doc, Tokenizer::I
     unsupported("model.byte_fallback = true is not supported (byte-level BPE never needs it)");
   }
   if (const json* dropout = member(model, "dropout"); dropout != nullptr && !(dropout->is_number() && *dropout == 0)) {
-    unsupported("model.dropout = {} is not supported (expected null)", dropout->dump());
+    unsupported("model.dropout = {} is not supported (expected null)", json_excerpt(*dropout));
   }
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const json* value = member(model, affix);
     if (value != nullptr && !(value->is_string() && value->get<std::string>().empty())) {
-      unsupported("model.{} = {} is not supported (expected null or \"\")", affix, value->dump());
+      unsupported("model.{} = {} is not supported (expected null or \"\")", affix, json_excerpt(*value));
     }
   }
 
@@ -229,22 +235,32 @@ void Loader::read_pre_tokenizer(const json& pre, const std::string& path, Tokeni
     for (size_t i = 0; i < steps->size(); ++i) {
       read_pre_tokenizer((*steps)[i], fmt::format("{}.pretokenizers[{}]", path, i), impl);
     }
-  } else if (type == "Split") {
+  } else if (type == "Split" || type == "ByteLevel") {
+    if (++pre_tokenizer_steps_ > kMaxPreTokenizerSteps) {
+      value_error("{}: the pre_tokenizer has more than {} steps", path, kMaxPreTokenizerSteps);
+    }
+    read_pre_tokenizer_step(pre, type, path, impl);
+  } else {
+    unsupported("{} type '{}' is not supported (supported: Split, ByteLevel, Sequence)", path, type);
+  }
+}
+
+void Loader::read_pre_tokenizer_step(const json& pre, const std::string& type, const std::string& path,
+                                     Tokenizer::Impl& impl) {
+  if (type == "Split") {
     const std::string behavior = string_member(pre, "behavior", path);
     if (behavior != "Isolated") unsupported("{}.behavior '{}' is not supported (expected Isolated)", path, behavior);
     if (bool_member(pre, "invert", false, path)) unsupported("{}.invert = true is not supported", path);
     const json& pattern = object_member(pre, "pattern", path);
     const bool is_regex = member(pattern, "Regex") != nullptr;
     if (!is_regex && member(pattern, "String") == nullptr) {
-      value_error("{}.pattern must be {{\"Regex\": ...}} or {{\"String\": ...}}, got {}", path, pattern.dump());
+      value_error("{}.pattern must be {{\"Regex\": ...}} or {{\"String\": ...}}, got {}", path, json_excerpt(pattern));
     }
     const std::string text = string_member(pattern, is_regex ? "Regex" : "String", path + ".pattern");
     impl.pre_tokenizer.add_split(std::make_shared<const tok::Regex>(text, !is_regex, source_ + ": " + path));
-  } else if (type == "ByteLevel") {
+  } else {
     impl.pre_tokenizer.add_byte_level(bool_member(pre, "add_prefix_space", true, path),
                                       bool_member(pre, "use_regex", true, path));
-  } else {
-    unsupported("{} type '{}' is not supported (supported: Split, ByteLevel, Sequence)", path, type);
   }
 }
 
@@ -274,7 +290,7 @@ void Loader::read_post_processor(const json& post, const std::string& path, Toke
       continue;
     }
     if (!piece.is_object() || member(piece, "SpecialToken") == nullptr) {
-      value_error("{} = {} is neither a SpecialToken nor the Sequence", piece_path, piece.dump());
+      value_error("{} = {} is neither a SpecialToken nor the Sequence", piece_path, json_excerpt(piece));
     }
     const std::string name = string_member(piece["SpecialToken"], "id", piece_path + ".SpecialToken");
     const json* entry = specials == nullptr ? nullptr : member(*specials, name.c_str());
@@ -331,7 +347,7 @@ void Loader::read_config(const json& config, const std::string& config_source, T
     const json* content = value->is_object() ? member(*value, "content") : value;
     if (content == nullptr || !content->is_string()) {
       fail(ErrorKind::Value, kOp, "{}: {} must be a string or {{\"content\": ...}}, got {}", config_source, key,
-           value->dump());
+           json_excerpt(*value));
     }
     const auto it = impl.id_of_token.find(content->get<std::string>());
     if (it == impl.id_of_token.end()) {
@@ -344,7 +360,8 @@ void Loader::read_config(const json& config, const std::string& config_source, T
   if (const auto eos = named_token("eos_token")) impl.eos.push_back(*eos);
   const json* add_bos = member(config, "add_bos_token");
   if (add_bos != nullptr && !add_bos->is_boolean()) {
-    fail(ErrorKind::Value, kOp, "{}: add_bos_token must be true or false, got {}", config_source, add_bos->dump());
+    fail(ErrorKind::Value, kOp, "{}: add_bos_token must be true or false, got {}", config_source,
+         json_excerpt(*add_bos));
   }
   // The post-processor's template, when it has one, already says what to add.
   if (add_bos != nullptr && add_bos->get<bool>() && impl.prefix_ids.empty()) {
