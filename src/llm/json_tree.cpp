@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "kiln/error.h"
+#include "llm/tokenizer_utf8.h"
 
 namespace kiln::llm {
 
@@ -29,7 +30,9 @@ bool JsonTreeBuilder::key(string_t& k) {
 }
 
 bool JsonTreeBuilder::parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
-  syntax_error_ = e.what();
+  // nlohmann quotes the bytes it last read, which may be invalid UTF-8: repaired, so the
+  // message stays text (Python turns a message that is not UTF-8 into an empty one).
+  syntax_error_ = tok::utf8_lossy(e.what());
   return false;
 }
 

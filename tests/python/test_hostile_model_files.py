@@ -37,6 +37,14 @@ def test_deep_json_is_a_value_error(tiny, tmp_path):
         kiln.llm.load(folder)
 
 
+def test_invalid_utf8_quoted_by_the_parser_keeps_the_message(tiny, tmp_path):
+    # The JSON parser quotes the bytes it last read; raw 0xFF made the Python message empty.
+    folder = copy_with_config(tiny, tmp_path / "bytes")
+    (folder / "config.json").write_bytes(b'{"a": \xff}')
+    with pytest.raises(ValueError, match="config.json: not valid JSON: .*last read: '\"a\": \ufffd'"):
+        kiln.llm.load(folder)
+
+
 def test_fifo_is_named_not_opened(tiny, tmp_path):
     folder = copy_with_config(tiny, tmp_path / "fifo")
     os.remove(folder / "tokenizer.json")
