@@ -9,12 +9,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "kiln/error.h"
+#include "llm/json_tree.h"
+#include "llm/model_files.h"
 #include "llm/safetensors_format.h"
 
 namespace kiln::llm {
@@ -36,14 +36,8 @@ struct Mapping {
 std::string file_op(const std::string& path) { return "checkpoint " + path; }
 
 std::shared_ptr<Mapping> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ErrorKind::Runtime, file_op(path), "cannot open: {}", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(ErrorKind::Runtime, file_op(path), "not a regular file");
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, "checkpoint", size);
   if (size < 8) {
     ::close(fd);
     fail(ErrorKind::Value, file_op(path), "file is {} bytes, shorter than the 8-byte header length", size);
@@ -68,30 +62,17 @@ std::optional<std::string> model_tensor_name(const std::string& stored) {
   return stored;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::Runtime, file_op(path), "cannot open: {}", std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // weight_map of model.safetensors.index.json: tensor name -> shard file name.
 std::map<std::string, std::string> read_weight_map(const std::string& path) {
   const std::string op = file_op(path);
-  nlohmann::json index;
-  try {
-    index = nlohmann::json::parse(read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(ErrorKind::Value, op, "not valid JSON: {}", e.what());
-  }
+  nlohmann::json index = parse_json_tree(read_regular_file(path, kMaxIndexFileBytes, "checkpoint"), op);
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
     fail(ErrorKind::Value, op, "expected an object with a 'weight_map' object");
   }
   std::map<std::string, std::string> weight_map;
   for (const auto& [name, shard] : index["weight_map"].items()) {
     if (!shard.is_string()) {
-      fail(ErrorKind::Value, op, "weight_map: tensor '{}' maps to {}, expected a file name", name, shard.dump());
+      fail(ErrorKind::Value, op, "weight_map: tensor '{}' maps to {}, expected a file name", name, json_excerpt(shard));
     }
     const std::string file = shard.get<std::string>();
     // Shards live in the checkpoint folder itself; a path could reach anywhere.
@@ -107,7 +88,9 @@ std::map<std::string, std::string> read_weight_map(const std::string& path) {
 std::vector<std::string> all_safetensors_files(const std::string& dir) {
   std::vector<std::string> files;
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path().filename().string());
+    if (e.path().extension() != ".safetensors") continue;
+    // A FIFO or folder of that name is refused by name rather than skipped unseen.
+    if (regular_file_exists(e.path().string(), "checkpoint")) files.push_back(e.path().filename().string());
   }
   std::sort(files.begin(), files.end());
   return files;
@@ -132,17 +115,17 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   const std::string index_path = (fs::path(dir) / kIndexFile).string();
   std::map<std::string, std::string> weight_map;
   std::vector<std::string> shard_names;
-  if (fs::exists(index_path, ec)) {
+  if (regular_file_exists(index_path, "checkpoint")) {
     weight_map = read_weight_map(index_path);
     std::set<std::string> unique;
     for (const auto& [name, shard] : weight_map) unique.insert(shard);
     for (const std::string& shard : unique) {
-      if (!fs::is_regular_file(fs::path(dir) / shard, ec)) {
+      if (!regular_file_exists((fs::path(dir) / shard).string(), file_op(index_path) + ": shard '" + shard + "'")) {
         fail(ErrorKind::Value, file_op(index_path), "shard '{}' named by the weight_map does not exist", shard);
       }
     }
     shard_names.assign(unique.begin(), unique.end());
-  } else if (fs::exists(fs::path(dir) / kSingleFile, ec)) {
+  } else if (regular_file_exists((fs::path(dir) / kSingleFile).string(), "checkpoint")) {
     shard_names.push_back(kSingleFile);
   } else {
     shard_names = all_safetensors_files(dir);
@@ -197,6 +180,12 @@ Checkpoint Checkpoint::open(const std::string& dir) {
 bool Checkpoint::has(const std::string& name) const {
   KILN_CHECK(state_ != nullptr, "checkpoint", "not opened (use Checkpoint::open)");
   return state_->entries.count(name) != 0;
+}
+
+bool Checkpoint::has_prefix(const std::string& prefix) const {
+  KILN_CHECK(state_ != nullptr, "checkpoint", "not opened (use Checkpoint::open)");
+  const auto it = state_->entries.lower_bound(prefix);  // names are sorted: the first one >= prefix
+  return it != state_->entries.end() && it->first.starts_with(prefix);
 }
 
 const TensorEntry& Checkpoint::entry(const std::string& name) const {

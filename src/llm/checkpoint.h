@@ -36,6 +36,8 @@ class Checkpoint {
   static Checkpoint open(const std::string& dir);
 
   bool has(const std::string& name) const;
+  // Whether some tensor's name starts with `prefix` ("model.layers.47.").
+  bool has_prefix(const std::string& prefix) const;
   const TensorEntry& entry(const std::string& name) const;  // missing: error naming it
   // The tensor as stored (zero-copy).
   Tensor get(const std::string& name) const;

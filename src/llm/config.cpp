@@ -6,20 +6,32 @@
 #include "llm/config.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
+#include <unordered_set>
 
 #include "kiln/error.h"
+#include "llm/json_tree.h"
+#include "llm/model_files.h"
 
 namespace kiln::llm {
 namespace {
 
 using nlohmann::json;
+
+// Bounds on the sizes a config.json can ask for, each far above any real model (the
+// largest have ~130 layers, 25k hidden, 512 experts, 262k vocabulary, 10M positions).
+// Their products (q width, expert and embedding tables) stay far below 2^63.
+constexpr int64_t kMaxVocab = int64_t{1} << 24;  // the tokenizer's id bound too
+constexpr int64_t kMaxHidden = int64_t{1} << 18;
+constexpr int64_t kMaxLayers = int64_t{1} << 12;
+constexpr int64_t kMaxHeads = int64_t{1} << 12;
+constexpr int64_t kMaxHeadDim = int64_t{1} << 12;
+constexpr int64_t kMaxExperts = int64_t{1} << 16;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+constexpr int64_t kMaxConvKernel = int64_t{1} << 12;
+constexpr int64_t kMaxPositions = int64_t{1} << 40;
 
 // Typed access to one JSON object; errors name the file and the key.
 class Reader {
@@ -44,7 +56,7 @@ class Reader {
 
   int64_t integer(std::string_view key) const {
     const json& v = at(key);
-    if (!v.is_number_integer()) error(ErrorKind::Value, key, "must be an integer, got {}", v.dump());
+    if (!v.is_number_integer()) error(ErrorKind::Value, key, "must be an integer, got {}", json_excerpt(v));
     return v.get<int64_t>();
   }
   int64_t positive(std::string_view key) const {
@@ -53,13 +65,22 @@ class Reader {
     return v;
   }
   int64_t positive(std::string_view key, int64_t fallback) const { return has(key) ? positive(key) : fallback; }
+  // A count or width: positive and at most `bound`, so that no per-layer loop, table or
+  // product of sizes a hostile file asks for runs long or overflows.
+  int64_t size(std::string_view key, int64_t bound) const {
+    const int64_t v = positive(key);
+    if (v > bound) {
+      error(ErrorKind::Value, key, "is {}, more than kiln's bound of {} (real checkpoints stay far below)", v, bound);
+    }
+    return v;
+  }
   std::optional<int64_t> optional_integer(std::string_view key) const {
     return has(key) ? std::optional<int64_t>(integer(key)) : std::nullopt;
   }
 
   double number(std::string_view key) const {
     const json& v = at(key);
-    if (!v.is_number()) error(ErrorKind::Value, key, "must be a number, got {}", v.dump());
+    if (!v.is_number()) error(ErrorKind::Value, key, "must be a number, got {}", json_excerpt(v));
     return v.get<double>();
   }
   double positive_number(std::string_view key) const {
@@ -74,7 +95,7 @@ class Reader {
   bool boolean(std::string_view key, bool fallback) const {
     if (!has(key)) return fallback;
     const json& v = at(key);
-    if (!v.is_boolean()) error(ErrorKind::Value, key, "must be true or false, got {}", v.dump());
+    if (!v.is_boolean()) error(ErrorKind::Value, key, "must be true or false, got {}", json_excerpt(v));
     return v.get<bool>();
   }
   std::optional<bool> optional_boolean(std::string_view key) const {
@@ -83,29 +104,38 @@ class Reader {
 
   std::string string(std::string_view key) const {
     const json& v = at(key);
-    if (!v.is_string()) error(ErrorKind::Value, key, "must be a string, got {}", v.dump());
+    if (!v.is_string()) error(ErrorKind::Value, key, "must be a string, got {}", json_excerpt(v));
     return v.get<std::string>();
   }
 
-  // An id or a list of ids (eos_token_id).
-  std::vector<int64_t> ids(std::string_view key) const {
+  // An id or a list of ids (eos_token_id), each in [0, vocab_size): a stop id the model
+  // cannot produce (or one that would wrap to another id as int32) is a config error.
+  std::vector<int64_t> ids(std::string_view key, int64_t vocab_size) const {
     if (!has(key)) return {};
     const json& v = at(key);
-    if (v.is_number_integer()) return {v.get<int64_t>()};
     std::vector<int64_t> ids;
-    if (v.is_array()) {
+    if (v.is_number_integer()) {
+      ids.push_back(v.get<int64_t>());
+    } else if (v.is_array()) {
       for (const json& id : v) {
         if (!id.is_number_integer()) break;
         ids.push_back(id.get<int64_t>());
       }
-      if (ids.size() == v.size()) return ids;
     }
-    error(ErrorKind::Value, key, "must be an integer or a list of integers, got {}", v.dump());
+    if (!v.is_number_integer() && !(v.is_array() && ids.size() == v.size())) {
+      error(ErrorKind::Value, key, "must be an integer or a list of integers, got {}", json_excerpt(v));
+    }
+    for (int64_t id : ids) {
+      if (id < 0 || id >= vocab_size) {
+        error(ErrorKind::Value, key, "holds {}, outside the vocabulary [0, {})", id, vocab_size);
+      }
+    }
+    return ids;
   }
 
   Reader object(std::string_view key) const {
     const json& v = at(key);
-    if (!v.is_object()) error(ErrorKind::Value, key, "must be an object, got {}", v.dump());
+    if (!v.is_object()) error(ErrorKind::Value, key, "must be an object, got {}", json_excerpt(v));
     return Reader(v, source_, prefix_ + std::string(key) + ".");
   }
 
@@ -116,12 +146,7 @@ class Reader {
 };
 
 json parse_json_object(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(ErrorKind::Value, "config " + source, "not valid JSON: {}", e.what());
-  }
+  const json j = parse_json_tree(text, "config " + source);
   if (!j.is_object()) fail(ErrorKind::Value, "config " + source, "expected a JSON object, got {}", j.type_name());
   return j;
 }
@@ -171,7 +196,7 @@ void parse_quantization(const Reader& r, ModelConfig& c) {
   const json& block = q.at("weight_block_size");
   if (block != json::array({128, 128})) {
     q.error(ErrorKind::NotImplemented, "weight_block_size", "is {}: only [128, 128] blocks are supported",
-            block.dump());
+            json_excerpt(block));
   }
   c.fp8_block_scaled = true;
 }
@@ -186,10 +211,10 @@ void parse_generation(const std::string& text, const std::string& source, ModelC
   g.min_p = r.optional_number("min_p");
   g.repetition_penalty = r.optional_number("repetition_penalty");
   g.do_sample = r.optional_boolean("do_sample");
-  for (int64_t id : r.ids("eos_token_id")) {
-    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
-      c.eos_token_ids.push_back(id);
-    }
+  // A set, not a scan of the list per id: a file may list millions.
+  std::unordered_set<int64_t> known(c.eos_token_ids.begin(), c.eos_token_ids.end());
+  for (int64_t id : r.ids("eos_token_id", c.vocab_size)) {
+    if (known.insert(id).second) c.eos_token_ids.push_back(id);
   }
 }
 
@@ -204,7 +229,7 @@ void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
   }
   refuse_if(r, "attention_bias", true, "is true: attention biases are not supported");
   refuse_if(r, "use_sliding_window", true, "is true: sliding-window attention is not supported");
-  c.head_dim = r.has("head_dim") ? r.positive("head_dim") : 0;
+  c.head_dim = r.has("head_dim") ? r.size("head_dim", kMaxHeadDim) : 0;
   c.norm_eps = r.positive_number("rms_norm_eps");
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
   c.norm_topk_prob = r.boolean("norm_topk_prob", false);
@@ -219,7 +244,7 @@ void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
     if (!list.is_array()) r.error(ErrorKind::Value, "mlp_only_layers", "must be a list of layer indices");
     for (const json& v : list) {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.num_layers) {
-        r.error(ErrorKind::Value, "mlp_only_layers", "holds {}, expected layer indices in [0, {})", v.dump(),
+        r.error(ErrorKind::Value, "mlp_only_layers", "holds {}, expected layer indices in [0, {})", json_excerpt(v),
                 c.num_layers);
       }
       dense_only.insert(v.get<int64_t>());
@@ -232,7 +257,7 @@ void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
 void parse_lfm2_moe(const Reader& r, ModelConfig& c) {
   c.arch = Arch::Lfm2Moe;
   refuse_if(r, "conv_bias", true, "is true: short-conv biases are not supported");
-  if (r.has("head_dim") && r.positive("head_dim") * c.num_heads != c.hidden_size) {
+  if (r.has("head_dim") && r.size("head_dim", kMaxHeadDim) * c.num_heads != c.hidden_size) {
     r.error(ErrorKind::NotImplemented, "head_dim", "is {}: LFM2 attention uses hidden_size / num_attention_heads = {}",
             r.integer("head_dim"), c.hidden_size / c.num_heads);
   }
@@ -244,15 +269,15 @@ void parse_lfm2_moe(const Reader& r, ModelConfig& c) {
   c.use_expert_bias = r.boolean("use_expert_bias", true);
   c.routed_scaling_factor = r.has("routed_scaling_factor") ? r.positive_number("routed_scaling_factor") : 1.0;
   c.scoring = MoeScoring::Sigmoid;
-  c.conv_kernel = r.positive("conv_L_cache");
+  c.conv_kernel = r.size("conv_L_cache", kMaxConvKernel);
 
   const json& types = r.at("layer_types");
   if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_layers) {
     r.error(ErrorKind::Value, "layer_types", "must list one type per layer ({} = num_hidden_layers), got {}",
-            c.num_layers, types.is_array() ? std::to_string(types.size()) + " entries" : types.dump());
+            c.num_layers, types.is_array() ? std::to_string(types.size()) + " entries" : json_excerpt(types));
   }
   for (size_t i = 0; i < types.size(); ++i) {
-    const std::string type = types[i].is_string() ? types[i].get<std::string>() : types[i].dump();
+    const std::string type = types[i].is_string() ? types[i].get<std::string>() : json_excerpt(types[i]);
     if (type == "conv" || type == "short_conv") {
       c.mixers.push_back(MixerKind::ShortConv);
     } else if (type == "full_attention" || type == "attention" || type == "attn") {
@@ -284,21 +309,21 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
             "is '{}': supported model types are qwen3_moe and lfm2_moe (qwen3_next, qwen3_5_moe, qwen3_5_moe_text "
             "and dense qwen3 are not supported yet)", c.model_type);
   }
-  c.vocab_size = r.positive("vocab_size");
-  c.hidden_size = r.positive("hidden_size");
-  c.num_layers = r.positive("num_hidden_layers");
-  c.num_heads = r.positive("num_attention_heads");
-  c.num_kv_heads = r.positive("num_key_value_heads");
+  c.vocab_size = r.size("vocab_size", kMaxVocab);
+  c.hidden_size = r.size("hidden_size", kMaxHidden);
+  c.num_layers = r.size("num_hidden_layers", kMaxLayers);
+  c.num_heads = r.size("num_attention_heads", kMaxHeads);
+  c.num_kv_heads = r.size("num_key_value_heads", kMaxHeads);
   if (c.num_heads % c.num_kv_heads != 0) {
     r.error(ErrorKind::Value, "num_attention_heads", "({}) must be a multiple of num_key_value_heads ({})",
             c.num_heads, c.num_kv_heads);
   }
-  c.max_position_embeddings = r.positive("max_position_embeddings");
+  c.max_position_embeddings = r.size("max_position_embeddings", kMaxPositions);
   c.rope_theta = parse_rope(r);
   c.dtype = parse_dtype(r);
   c.bos_token_id = r.optional_integer("bos_token_id");
   c.pad_token_id = r.optional_integer("pad_token_id");
-  c.eos_token_ids = r.ids("eos_token_id");
+  c.eos_token_ids = r.ids("eos_token_id", c.vocab_size);
 
   if (c.model_type == "qwen3_moe") {
     parse_qwen3_moe(r, c);
@@ -313,16 +338,16 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
     c.head_dim = c.hidden_size / c.num_heads;
   }
 
-  c.num_experts = r.positive("num_experts");
-  c.num_experts_per_tok = r.positive("num_experts_per_tok");
+  c.num_experts = r.size("num_experts", kMaxExperts);
+  c.num_experts_per_tok = r.size("num_experts_per_tok", kMaxExperts);
   if (c.num_experts_per_tok > c.num_experts) {
     r.error(ErrorKind::Value, "num_experts_per_tok", "({}) exceeds num_experts ({})", c.num_experts_per_tok,
             c.num_experts);
   }
-  c.moe_intermediate_size = r.positive("moe_intermediate_size");
+  c.moe_intermediate_size = r.size("moe_intermediate_size", kMaxIntermediate);
   // The dense width matters only when some layer is dense (every Qwen3-MoE layer is MoE).
   const bool has_dense = std::find(c.moe_layers.begin(), c.moe_layers.end(), false) != c.moe_layers.end();
-  c.intermediate_size = has_dense || r.has("intermediate_size") ? r.positive("intermediate_size") : 0;
+  c.intermediate_size = has_dense || r.has("intermediate_size") ? r.size("intermediate_size", kMaxIntermediate) : 0;
 
   parse_quantization(r, c);
   if (!generation_json.empty()) {
@@ -333,18 +358,12 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
 }
 
 ModelConfig load_model_config(const std::string& dir) {
-  const auto read = [](const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(ErrorKind::Runtime, "config " + path.string(), "cannot open: {}", std::strerror(errno));
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-  };
-  const std::filesystem::path config_path = std::filesystem::path(dir) / "config.json";
-  const std::filesystem::path generation_path = std::filesystem::path(dir) / "generation_config.json";
-  std::error_code ec;
-  const std::string generation = std::filesystem::exists(generation_path, ec) ? read(generation_path) : "";
-  return parse_model_config(read(config_path), config_path.string(), generation);
+  const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
+  const std::string generation_path = (std::filesystem::path(dir) / "generation_config.json").string();
+  const std::string generation = regular_file_exists(generation_path, "config")
+                                     ? read_regular_file(generation_path, kMaxConfigFileBytes, "config")
+                                     : "";
+  return parse_model_config(read_regular_file(config_path, kMaxConfigFileBytes, "config"), config_path, generation);
 }
 
 }  // namespace kiln::llm

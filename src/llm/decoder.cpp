@@ -49,6 +49,13 @@ void check_layer_plan(const ModelConfig& c) {
   }
 }
 
+void check_layers_present(const ModelConfig& c, const WeightLoader& loader) {
+  const std::string last = "model.layers." + std::to_string(c.num_layers - 1) + ".";
+  KILN_CHECK_KIND(loader.has_prefix(last), Value, "load model",
+                  "config.json: num_hidden_layers is {} but the checkpoint holds no tensor of layer {} ('{}*')",
+                  c.num_layers, c.num_layers - 1, last);
+}
+
 AttentionBlock load_attention_block(const ModelConfig& c, WeightLoader& loader, const std::string& prefix,
                                     const std::string& out_proj, const std::string& q_norm,
                                     const std::string& k_norm) {

@@ -52,6 +52,10 @@ AttentionBlock load_attention_block(const ModelConfig& config, WeightLoader& loa
 // The geometry the blocks rely on (one mixer and one FFN kind per layer, heads divisible
 // by KV heads, top_k <= experts, ...): a config that breaks it is a Value error.
 void check_layer_plan(const ModelConfig& config);
+// Per-layer work (names, loads, allocations) starts only once the checkpoint is known to
+// hold tensors of the last layer the config counts: num_hidden_layers far beyond the
+// checkpoint is a Value error at once, not after loading every layer it does hold.
+void check_layers_present(const ModelConfig& config, const WeightLoader& loader);
 
 class DecoderModel final : public Model {
  public:

@@ -1,11 +1,52 @@
 #include "llm/kv_cache.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
+#include "kiln/runtime.h"
 
 namespace kiln::llm {
 namespace {
+
 constexpr const char* kOp = "KvCache";
+
+// a * b + c, or nullopt when it leaves int64.
+std::optional<int64_t> mul_add(int64_t a, int64_t b, int64_t c) {
+  int64_t product = 0, sum = 0;
+  if (__builtin_mul_overflow(a, b, &product) || __builtin_add_overflow(product, c, &sum)) return std::nullopt;
+  return sum;
+}
+
+}  // namespace
+
+int64_t check_kv_cache_fits(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim,
+                            int64_t conv_kernel, int64_t conv_channels, int64_t capacity, DType dtype) {
+  std::optional<int64_t> bytes = 0;
+  const int64_t value_bytes = static_cast<int64_t>(itemsize(dtype));
+  for (MixerKind mixer : mixers) {
+    if (!bytes) break;
+    if (mixer == MixerKind::Attention) {
+      // keys and values: 2 x [kv_heads, capacity, head_dim]
+      std::optional<int64_t> per_token = mul_add(kv_heads, head_dim, 0);
+      if (per_token) per_token = mul_add(*per_token, 2 * value_bytes, 0);
+      bytes = per_token ? mul_add(*per_token, capacity, *bytes) : std::nullopt;
+    } else {
+      const std::optional<int64_t> state = mul_add(std::max<int64_t>(conv_kernel - 1, 0), conv_channels, 0);
+      bytes = state ? mul_add(*state, static_cast<int64_t>(sizeof(float)), *bytes) : std::nullopt;
+    }
+  }
+  if (!bytes) {
+    fail(ErrorKind::Runtime, kOp, "a context of {} tokens needs more than 2^63 bytes of K/V cache; pass a smaller "
+         "max_context", capacity);
+  }
+  const int64_t memory = cpu_info().total_memory_bytes;
+  if (memory > 0 && *bytes > memory) {
+    fail(ErrorKind::Runtime, kOp, "a context of {} tokens needs {} bytes of K/V cache and conv state, more than the "
+         "{} bytes of memory of this machine; pass a smaller max_context", capacity, *bytes, memory);
+  }
+  return *bytes;
 }
 
 KvCache::KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim, int64_t conv_kernel,
@@ -14,6 +55,7 @@ KvCache::KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t
   KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16, Value, kOp,
                   "the cache dtype must be float32 or bfloat16, got {}", dtype_name(dtype));
   KILN_CHECK_KIND(capacity > 0, Value, kOp, "the context must hold at least one token, got {}", capacity);
+  check_kv_cache_fits(mixers, kv_heads, head_dim, conv_kernel, conv_channels, capacity, dtype);
   slots_.resize(mixers.size());
   for (size_t i = 0; i < mixers.size(); ++i) {
     if (mixers[i] == MixerKind::Attention) {

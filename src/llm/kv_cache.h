@@ -18,6 +18,14 @@
 
 namespace kiln::llm {
 
+// The bytes a KvCache of these arguments takes (K/V of every attention layer, the conv
+// states), computed with overflow checks and compared with this machine's memory before
+// anything is allocated: a context the machine cannot hold is a Runtime error naming it
+// (an unchecked product wrapped around and the first forward pass wrote past a small
+// buffer).
+int64_t check_kv_cache_fits(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim,
+                            int64_t conv_kernel, int64_t conv_channels, int64_t capacity, DType dtype);
+
 class KvCache {
  public:
   // One slot per layer of `mixers`; attention layers get K/V of `capacity` tokens in

@@ -8,6 +8,7 @@
 #include "llm/checkpoint.h"
 #include "llm/config.h"
 #include "llm/decoder.h"
+#include "llm/kv_cache.h"
 #include "llm/tokenizer.h"
 #include "llm/weights.h"
 
@@ -134,6 +135,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   }
   ModelConfig config = load_model_config(dir);
   const int64_t capacity = context_capacity(config, options.max_context);
+  // Before the weights load (minutes for a real model): a context the machine cannot hold
+  // fails now, judged at the narrowest cache dtype until the weights decide it.
+  check_kv_cache_fits(config.mixers, config.num_kv_heads, config.head_dim, config.conv_kernel, config.hidden_size,
+                      capacity, options.cache_dtype.value_or(DType::BFloat16));
   auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir));
   Checkpoint checkpoint = Checkpoint::open(dir);
 

@@ -6,10 +6,10 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
 
 #include "kiln/error.h"
+#include "llm/json_tree.h"
 
 namespace kiln::llm {
 namespace {
@@ -35,10 +35,26 @@ constexpr int kMaxJsonDepth = 8;
 
 std::string file_op(const std::string& path) { return "checkpoint " + path; }
 
+// The header tree; nlohmann keeps the last of duplicate keys silently, but a tensor
+// named twice must fail, so the first repeated top-level key is noted.
+class HeaderParser : public JsonTreeBuilder {
+ public:
+  HeaderParser() : JsonTreeBuilder(kMaxJsonDepth) {}
+  const std::string& duplicate() const { return duplicate_; }
+
+ protected:
+  void on_duplicate_key(const std::string& key, std::size_t depth) override {
+    if (depth == 1 && duplicate_.empty()) duplicate_ = key;
+  }
+
+ private:
+  std::string duplicate_;
+};
+
 uint64_t json_offset(const nlohmann::json& v, const std::string& path, const std::string& name) {
   if (!v.is_number_unsigned()) {
     fail(ErrorKind::Value, file_op(path), "tensor '{}': data_offsets must hold non-negative integers, got {}", name,
-         v.dump());
+         json_excerpt(v));
   }
   return v.get<uint64_t>();
 }
@@ -56,7 +72,9 @@ SafetensorsTensorInfo parse_entry(const std::string& name, const nlohmann::json&
   info.name = name;
 
   const nlohmann::json& dtype = entry["dtype"];
-  if (!dtype.is_string()) fail(ErrorKind::Value, op, "tensor '{}': dtype must be a string, got {}", name, dtype.dump());
+  if (!dtype.is_string()) {
+    fail(ErrorKind::Value, op, "tensor '{}': dtype must be a string, got {}", name, json_excerpt(dtype));
+  }
   const std::optional<DType> parsed = dtype_from_safetensors_name(dtype.get<std::string>());
   if (!parsed) {
     fail(ErrorKind::Value, op, "tensor '{}': unknown dtype '{}' (expected BOOL, U8..U64, I8..I64, F16, BF16, F32, "
@@ -65,17 +83,19 @@ SafetensorsTensorInfo parse_entry(const std::string& name, const nlohmann::json&
   info.dtype = *parsed;
 
   const nlohmann::json& shape = entry["shape"];
-  if (!shape.is_array()) fail(ErrorKind::Value, op, "tensor '{}': shape must be an array, got {}", name, shape.dump());
+  if (!shape.is_array()) {
+    fail(ErrorKind::Value, op, "tensor '{}': shape must be an array, got {}", name, json_excerpt(shape));
+  }
   for (const nlohmann::json& dim : shape) {
     if (!dim.is_number_unsigned() || dim.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      fail(ErrorKind::Value, op, "tensor '{}': shape {} must hold non-negative integers", name, shape.dump());
+      fail(ErrorKind::Value, op, "tensor '{}': shape {} must hold non-negative integers", name, json_excerpt(shape));
     }
     info.shape.push_back(dim.get<int64_t>());
   }
 
   const nlohmann::json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2) {
-    fail(ErrorKind::Value, op, "tensor '{}': data_offsets must be [begin, end], got {}", name, offsets.dump());
+    fail(ErrorKind::Value, op, "tensor '{}': data_offsets must be [begin, end], got {}", name, json_excerpt(offsets));
   }
   info.begin = json_offset(offsets[0], path, name);
   info.end = json_offset(offsets[1], path, name);
@@ -97,7 +117,7 @@ std::map<std::string, std::string> parse_metadata(const nlohmann::json& value, c
   std::map<std::string, std::string> metadata;
   for (const auto& [key, v] : value.items()) {
     if (!v.is_string()) {
-      fail(ErrorKind::Value, file_op(path), "__metadata__ key '{}' must be a string, got {}", key, v.dump());
+      fail(ErrorKind::Value, file_op(path), "__metadata__ key '{}' must be a string, got {}", key, json_excerpt(v));
     }
     metadata[key] = v.get<std::string>();
   }
@@ -166,25 +186,16 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* file, uint64_t file_si
   }
   const char* text = reinterpret_cast<const char*>(file + 8);
 
-  // nlohmann keeps the last of duplicate keys silently; a duplicate tensor name must fail.
-  std::set<std::string> seen;
-  std::string duplicate;
-  const auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (depth > kMaxJsonDepth) fail(ErrorKind::Value, op, "header JSON nests deeper than {} levels", kMaxJsonDepth);
-    if (event == nlohmann::json::parse_event_t::key && depth == 1 && duplicate.empty() &&
-        !seen.insert(parsed.get<std::string>()).second) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text, text + header_len, on_event);
-  } catch (const nlohmann::json::exception& e) {
-    fail(ErrorKind::Value, op, "header is not valid JSON: {}", e.what());
+  HeaderParser parser;
+  if (!parser.parse(std::string_view(text, header_len))) {
+    if (parser.too_deep()) fail(ErrorKind::Value, op, "header JSON nests deeper than {} levels", kMaxJsonDepth);
+    fail(ErrorKind::Value, op, "header is not valid JSON: {}", parser.syntax_error());
   }
+  const nlohmann::json& header = parser.result();
   if (!header.is_object()) fail(ErrorKind::Value, op, "header must be a JSON object, got {}", header.type_name());
-  if (!duplicate.empty()) fail(ErrorKind::Value, op, "tensor '{}' appears twice in the header", duplicate);
+  if (!parser.duplicate().empty()) {
+    fail(ErrorKind::Value, op, "tensor '{}' appears twice in the header", parser.duplicate());
+  }
 
   SafetensorsHeader result;
   result.data_start = 8 + header_len;

@@ -1,20 +1,42 @@
 #include "llm/tokenizer_added_tokens.h"
 
-#include <algorithm>
-
 #include "llm/tokenizer_utf8.h"
 
 namespace kiln::llm::tok {
 
 AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
+  token_at_node_.push_back(-1);  // the root
   for (uint32_t i = 0; i < tokens_.size(); ++i) {
-    if (tokens_[i].content.empty()) continue;  // an empty token can never be matched
-    by_first_byte_[static_cast<uint8_t>(tokens_[i].content[0])].push_back(i);
+    const std::string& content = tokens_[i].content;
+    if (content.empty()) continue;  // an empty token can never be matched
+    uint32_t node = 0;
+    for (size_t k = 0; k < content.size(); ++k) {
+      const auto byte = static_cast<uint8_t>(content[k]);
+      uint32_t& child = node == 0 ? root_children_[byte] : children_[(uint64_t{node} << 8) | byte];
+      if (child == 0) {
+        child = static_cast<uint32_t>(token_at_node_.size());
+        token_at_node_.push_back(-1);
+      }
+      node = child;
+    }
+    // Of two tokens with the same content, the first listed wins.
+    if (token_at_node_[node] < 0) token_at_node_[node] = static_cast<int32_t>(i);
   }
-  for (auto& bucket : by_first_byte_) {
-    std::stable_sort(bucket.begin(), bucket.end(),
-                     [&](uint32_t a, uint32_t b) { return tokens_[a].content.size() > tokens_[b].content.size(); });
+}
+
+int32_t AddedTokenMatcher::longest_at(std::string_view text, size_t pos, size_t& end) const {
+  uint32_t node = root_children_[static_cast<uint8_t>(text[pos])];
+  int32_t best = -1;
+  for (size_t k = pos + 1; node != 0; ++k) {
+    if (token_at_node_[node] >= 0) {
+      best = token_at_node_[node];
+      end = k;
+    }
+    if (k == text.size()) break;
+    const auto it = children_.find((uint64_t{node} << 8) | static_cast<uint8_t>(text[k]));
+    node = it == children_.end() ? 0 : it->second;
   }
+  return best;
 }
 
 std::vector<AddedTokenMatcher::Segment> AddedTokenMatcher::split(std::string_view text) const {
@@ -22,20 +44,14 @@ std::vector<AddedTokenMatcher::Segment> AddedTokenMatcher::split(std::string_vie
   size_t plain_start = 0;  // where the pending run of ordinary text begins
   size_t pos = 0;
   while (pos < text.size()) {
-    const auto& bucket = by_first_byte_[static_cast<uint8_t>(text[pos])];
-    const AddedToken* hit = nullptr;
-    for (uint32_t index : bucket) {
-      const std::string& content = tokens_[index].content;
-      if (text.compare(pos, content.size(), content) == 0) {
-        hit = &tokens_[index];
-        break;
-      }
-    }
-    if (hit == nullptr) {
+    size_t end = pos;
+    const int32_t index = longest_at(text, pos, end);
+    if (index < 0) {
       ++pos;
       continue;
     }
-    size_t begin = pos, end = pos + hit->content.size();
+    const AddedToken* hit = &tokens_[static_cast<size_t>(index)];
+    size_t begin = pos;
     if (hit->single_word) {
       size_t unused;
       const bool word_before = begin > 0 && is_word_character(previous_codepoint(text, begin, unused));

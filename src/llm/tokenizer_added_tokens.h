@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace kiln::llm::tok {
@@ -39,9 +40,18 @@ class AddedTokenMatcher {
   std::vector<Segment> split(std::string_view text) const;
 
  private:
+  // The token whose content starts at text[pos] and is longest, as an index into tokens_
+  // (-1: none); `end` receives where it ends.
+  int32_t longest_at(std::string_view text, size_t pos, size_t& end) const;
+
   std::vector<AddedToken> tokens_;
-  // Indices into tokens_ by first byte, longest first, so the first hit is the longest.
-  std::array<std::vector<uint32_t>, 256> by_first_byte_;
+  // A byte trie of the contents, so finding the longest token at a position walks at
+  // most the matched length, however many tokens there are (scanning every token that
+  // shares the first byte cost text length x tokens: 100,000 added tokens made a short
+  // prompt take seconds). Node 0 is the root.
+  std::array<uint32_t, 256> root_children_{};         // 0: no token starts with the byte
+  std::unordered_map<uint64_t, uint32_t> children_;  // (node << 8 | byte) -> child, below the root
+  std::vector<int32_t> token_at_node_;                 // per node: the token ending there, or -1
 };
 
 }  // namespace kiln::llm::tok

@@ -1,13 +1,16 @@
 #include "llm/tokenizer_json_reader.h"
 
 #include "kiln/error.h"
+#include "llm/json_tree.h"
 
 namespace kiln::llm::tok {
 namespace {
 
 using nlohmann::json;
 
-class Reader : public nlohmann::json_sax<json> {
+// The tree part is JsonTreeBuilder's (bounded depth); model.vocab and model.merges are
+// diverted into vectors as they stream past.
+class Reader : public JsonTreeBuilder {
  public:
   Reader(TokenizerJson& out, const std::string& source, int64_t max_token_id)
       : out_(out), source_(source), max_token_id_(max_token_id) {}
@@ -20,7 +23,6 @@ class Reader : public nlohmann::json_sax<json> {
     return integer(v > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(v));
   }
   bool number_float(number_float_t v, const string_t& text) override { return value(v, text); }
-  bool binary(binary_t&) override { return true; }  // JSON text never produces binary values
 
   bool string(string_t& s) override {
     if (mode_ == Mode::Merges) {
@@ -39,11 +41,6 @@ class Reader : public nlohmann::json_sax<json> {
     return value(std::move(s), text);
   }
 
-  bool key(string_t& k) override {
-    key_ = std::move(k);
-    return true;
-  }
-
   bool start_object(std::size_t) override {
     if (mode_ != Mode::Tree) return reject_nested("an object");
     if (at_model_member("vocab")) {
@@ -59,6 +56,13 @@ class Reader : public nlohmann::json_sax<json> {
       return true;
     }
     return close();
+  }
+  bool key(string_t& k) override {
+    if (mode_ == Mode::Vocab) {
+      vocab_key_ = std::move(k);
+      return true;
+    }
+    return JsonTreeBuilder::key(k);
   }
 
   bool start_array(std::size_t) override {
@@ -89,10 +93,6 @@ class Reader : public nlohmann::json_sax<json> {
     return close();
   }
 
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    fail(ErrorKind::Value, "Tokenizer", "{}: not valid JSON: {}", source_, e.what());
-  }
-
  private:
   enum class Mode { Tree, Vocab, Merges, MergePair };
 
@@ -103,12 +103,12 @@ class Reader : public nlohmann::json_sax<json> {
 
   // The container about to open is the root's "model" object's member `name`.
   bool at_model_member(const char* name) const {
-    return stack_.size() == 2 && keys_[1] == "model" && stack_[1]->is_object() && key_ == name;
+    return depth() == 2 && open_key(1) == "model" && open_container(1).is_object() && pending_key() == name;
   }
 
   bool integer(int64_t v) {
     if (mode_ == Mode::Vocab && v >= 0 && v <= max_token_id_) {
-      out_.vocab.emplace_back(std::move(key_), static_cast<int32_t>(v));
+      out_.vocab.emplace_back(std::move(vocab_key_), static_cast<int32_t>(v));
       return true;
     }
     return value(v, std::to_string(v));
@@ -117,57 +117,26 @@ class Reader : public nlohmann::json_sax<json> {
   bool value(json v, const std::string& text) {
     switch (mode_) {
       case Mode::Vocab:
-        bad("model.vocab['{}'] = {} is not a token id (an integer in [0, {}])", key_, text, max_token_id_);
+        bad("model.vocab['{}'] = {} is not a token id (an integer in [0, {}])", vocab_key_, text, max_token_id_);
       case Mode::Merges:
       case Mode::MergePair:
         bad("model.merges[{}] holds {}; expected \"a b\" or [\"a\", \"b\"]", out_.merges.size(), text);
       case Mode::Tree:
         break;
     }
-    place(std::move(v));
-    return true;
+    return place(std::move(v));
   }
 
   bool reject_nested(const char* what) {
-    if (mode_ == Mode::Vocab) bad("model.vocab['{}'] is {}, not a token id", key_, what);
+    if (mode_ == Mode::Vocab) bad("model.vocab['{}'] is {}, not a token id", vocab_key_, what);
     bad("model.merges[{}] holds {}; expected \"a b\" or [\"a\", \"b\"]", out_.merges.size(), what);
-  }
-
-  json* place(json v) {
-    if (stack_.empty()) {
-      out_.rest = std::move(v);
-      return &out_.rest;
-    }
-    json& parent = *stack_.back();
-    if (parent.is_object()) {
-      json& slot = parent[key_];
-      slot = std::move(v);
-      return &slot;
-    }
-    parent.push_back(std::move(v));
-    return &parent.back();
-  }
-
-  bool open(json container) {
-    // While a container is open its parent receives nothing, so the pointer stays valid.
-    std::string key = !stack_.empty() && stack_.back()->is_object() ? key_ : std::string();
-    stack_.push_back(place(std::move(container)));
-    keys_.push_back(std::move(key));
-    return true;
-  }
-  bool close() {
-    stack_.pop_back();
-    keys_.pop_back();
-    return true;
   }
 
   TokenizerJson& out_;
   const std::string& source_;
   int64_t max_token_id_;
   Mode mode_ = Mode::Tree;
-  std::string key_;
-  std::vector<json*> stack_;
-  std::vector<std::string> keys_;  // per open container: its key in the parent object
+  std::string vocab_key_;  // the vocabulary entry whose id comes next
   std::vector<std::string> pair_;
 };
 
@@ -176,7 +145,8 @@ class Reader : public nlohmann::json_sax<json> {
 TokenizerJson read_tokenizer_json(const std::string& text, const std::string& source, int64_t max_token_id) {
   TokenizerJson out;
   Reader reader(out, source, max_token_id);
-  json::sax_parse(text, &reader);
+  if (!reader.parse(text)) fail(ErrorKind::Value, "Tokenizer", "{}: {}", source, reader.problem());
+  out.rest = std::move(reader.result());
   return out;
 }
 

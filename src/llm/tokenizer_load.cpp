@@ -4,9 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 
 #include "kiln/error.h"
+#include "llm/json_tree.h"
+#include "llm/model_files.h"
 #include "llm/tokenizer_byte_level.h"
 #include "llm/tokenizer_impl.h"
 #include "llm/tokenizer_json_reader.h"
@@ -18,6 +19,14 @@ using nlohmann::json;
 constexpr std::string_view kOp = "Tokenizer";
 // Real vocabularies stay below 2^19 ids; the bound keeps a corrupt id from sizing tables.
 constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+// Ids index dense per-id tables, so an id far past the number of tokens the file defines
+// would size them from nothing (one id near 2^24 cost a gigabyte). Real vocabularies are
+// dense, with at most a few hundred unused ids: ids must stay below twice the number of
+// tokens plus this slack.
+constexpr int64_t kIdSlack = 65536;
+// Real pre-tokenizers have at most four steps; each Split compiles a regex and every
+// piece of text passes through every step, so a file listing thousands is refused.
+constexpr int kMaxPreTokenizerSteps = 64;
 
 class Loader {
  public:
@@ -53,17 +62,17 @@ class Loader {
   bool bool_member(const json& obj, const char* key, bool fallback, const std::string& path) const {
     const json* m = member(obj, key);
     if (m == nullptr) return fallback;
-    if (!m->is_boolean()) value_error("{}.{} must be true or false, got {}", path, key, m->dump());
+    if (!m->is_boolean()) value_error("{}.{} must be true or false, got {}", path, key, json_excerpt(*m));
     return m->get<bool>();
   }
   int32_t token_id(const json& value, const std::string& path) const {
     if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > kMaxTokenId) {
-      value_error("{} = {} is not a token id (an integer in [0, {}])", path, value.dump(), kMaxTokenId);
+      value_error("{} = {} is not a token id (an integer in [0, {}])", path, json_excerpt(value), kMaxTokenId);
     }
     return static_cast<int32_t>(value.get<int64_t>());
   }
   std::string type_of(const json& component, const std::string& path) const {
-    if (!component.is_object()) value_error("{} must be an object, got {}", path, component.dump());
+    if (!component.is_object()) value_error("{} must be an object, got {}", path, json_excerpt(component));
     return string_member(component, "type", path);
   }
 
@@ -71,12 +80,23 @@ class Loader {
   void read_added_tokens(const json* added, Tokenizer::Impl& impl);
   void read_normalizer(const json& normalizer, const std::string& path, Tokenizer::Impl& impl);
   void read_pre_tokenizer(const json& pre, const std::string& path, Tokenizer::Impl& impl);
+  void read_pre_tokenizer_step(const json& pre, const std::string& type, const std::string& path,
+                               Tokenizer::Impl& impl);
   void read_post_processor(const json& post, const std::string& path, Tokenizer::Impl& impl);
   void read_decoder(const json* decoder);
   void read_config(const json& config, const std::string& config_source, Tokenizer::Impl& impl);
   void fill_id_tables(Tokenizer::Impl& impl);
 
+  // A vocabulary or added-token id beyond id_limit_ is refused before any table is sized.
+  [[noreturn]] void id_past_limit(int64_t id, const std::string& path) const {
+    value_error("{} = {} is far past the {} tokens the file defines (ids must stay below {})", path, id, token_count_,
+                id_limit_);
+  }
+
   std::string source_;
+  int64_t token_count_ = 0;  // vocabulary entries and added tokens
+  int64_t id_limit_ = 0;
+  int pre_tokenizer_steps_ = 0;
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<tok::AddedToken> added_;
   std::vector<int32_t> template_prefix_;
@@ -88,8 +108,11 @@ std::shared_ptr<Tokenizer::Impl> Loader::build(tok::TokenizerJson& doc, const js
   if (!root.is_object()) value_error("expected a JSON object at the top level");
   auto impl = std::make_shared<Tokenizer::Impl>();
   impl->source = source_;
+  const json* added = member(root, "added_tokens");
+  token_count_ = static_cast<int64_t>(doc.vocab.size() + (added != nullptr && added->is_array() ? added->size() : 0));
+  id_limit_ = std::min(2 * token_count_ + kIdSlack, kMaxTokenId + 1);
   read_model(object_member(root, "model", "tokenizer"), doc, *impl);
-  read_added_tokens(member(root, "added_tokens"), *impl);
+  read_added_tokens(added, *impl);
   if (const json* normalizer = member(root, "normalizer")) read_normalizer(*normalizer, "normalizer", *impl);
   if (const json* pre = member(root, "pre_tokenizer")) read_pre_tokenizer(*pre, "pre_tokenizer", *impl);
   if (!impl->pre_tokenizer.has_byte_level()) {
@@ -125,19 +148,22 @@ void Loader::read_model(const json& model, tok::TokenizerJson& doc, Tokenizer::I
     unsupported("model.byte_fallback = true is not supported (byte-level BPE never needs it)");
   }
   if (const json* dropout = member(model, "dropout"); dropout != nullptr && !(dropout->is_number() && *dropout == 0)) {
-    unsupported("model.dropout = {} is not supported (expected null)", dropout->dump());
+    unsupported("model.dropout = {} is not supported (expected null)", json_excerpt(*dropout));
   }
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const json* value = member(model, affix);
     if (value != nullptr && !(value->is_string() && value->get<std::string>().empty())) {
-      unsupported("model.{} = {} is not supported (expected null or \"\")", affix, value->dump());
+      unsupported("model.{} = {} is not supported (expected null or \"\")", affix, json_excerpt(*value));
     }
   }
 
   if (!doc.has_vocab) value_error("model.vocab must be an object");
   vocab_.reserve(doc.vocab.size());
   int32_t max_id = -1;
-  for (const auto& entry : doc.vocab) max_id = std::max(max_id, entry.second);
+  for (const auto& [token, id] : doc.vocab) {
+    if (id >= id_limit_) id_past_limit(id, "model.vocab['" + token + "']");
+    max_id = std::max(max_id, id);
+  }
   std::vector<const std::string*> token_of_id(static_cast<size_t>(max_id + 1), nullptr);
   for (auto& [token, id] : doc.vocab) {
     if (token_of_id[id] != nullptr) value_error("model.vocab gives id {} to both '{}' and '{}'", id, *token_of_id[id], token);
@@ -172,6 +198,7 @@ void Loader::read_added_tokens(const json* added, Tokenizer::Impl& impl) {
     const json* id = member(entry, "id");
     if (id == nullptr) value_error("{}.id is missing", path);
     token.id = token_id(*id, path + ".id");
+    if (token.id >= id_limit_) id_past_limit(token.id, path + ".id");
     token.content = string_member(entry, "content", path);
     if (token.content.empty()) value_error("{}.content is empty", path);
     token.special = bool_member(entry, "special", false, path);
@@ -208,22 +235,32 @@ void Loader::read_pre_tokenizer(const json& pre, const std::string& path, Tokeni
     for (size_t i = 0; i < steps->size(); ++i) {
       read_pre_tokenizer((*steps)[i], fmt::format("{}.pretokenizers[{}]", path, i), impl);
     }
-  } else if (type == "Split") {
+  } else if (type == "Split" || type == "ByteLevel") {
+    if (++pre_tokenizer_steps_ > kMaxPreTokenizerSteps) {
+      value_error("{}: the pre_tokenizer has more than {} steps", path, kMaxPreTokenizerSteps);
+    }
+    read_pre_tokenizer_step(pre, type, path, impl);
+  } else {
+    unsupported("{} type '{}' is not supported (supported: Split, ByteLevel, Sequence)", path, type);
+  }
+}
+
+void Loader::read_pre_tokenizer_step(const json& pre, const std::string& type, const std::string& path,
+                                     Tokenizer::Impl& impl) {
+  if (type == "Split") {
     const std::string behavior = string_member(pre, "behavior", path);
     if (behavior != "Isolated") unsupported("{}.behavior '{}' is not supported (expected Isolated)", path, behavior);
     if (bool_member(pre, "invert", false, path)) unsupported("{}.invert = true is not supported", path);
     const json& pattern = object_member(pre, "pattern", path);
     const bool is_regex = member(pattern, "Regex") != nullptr;
     if (!is_regex && member(pattern, "String") == nullptr) {
-      value_error("{}.pattern must be {{\"Regex\": ...}} or {{\"String\": ...}}, got {}", path, pattern.dump());
+      value_error("{}.pattern must be {{\"Regex\": ...}} or {{\"String\": ...}}, got {}", path, json_excerpt(pattern));
     }
     const std::string text = string_member(pattern, is_regex ? "Regex" : "String", path + ".pattern");
     impl.pre_tokenizer.add_split(std::make_shared<const tok::Regex>(text, !is_regex, source_ + ": " + path));
-  } else if (type == "ByteLevel") {
+  } else {
     impl.pre_tokenizer.add_byte_level(bool_member(pre, "add_prefix_space", true, path),
                                       bool_member(pre, "use_regex", true, path));
-  } else {
-    unsupported("{} type '{}' is not supported (supported: Split, ByteLevel, Sequence)", path, type);
   }
 }
 
@@ -253,7 +290,7 @@ void Loader::read_post_processor(const json& post, const std::string& path, Toke
       continue;
     }
     if (!piece.is_object() || member(piece, "SpecialToken") == nullptr) {
-      value_error("{} = {} is neither a SpecialToken nor the Sequence", piece_path, piece.dump());
+      value_error("{} = {} is neither a SpecialToken nor the Sequence", piece_path, json_excerpt(piece));
     }
     const std::string name = string_member(piece["SpecialToken"], "id", piece_path + ".SpecialToken");
     const json* entry = specials == nullptr ? nullptr : member(*specials, name.c_str());
@@ -310,7 +347,7 @@ void Loader::read_config(const json& config, const std::string& config_source, T
     const json* content = value->is_object() ? member(*value, "content") : value;
     if (content == nullptr || !content->is_string()) {
       fail(ErrorKind::Value, kOp, "{}: {} must be a string or {{\"content\": ...}}, got {}", config_source, key,
-           value->dump());
+           json_excerpt(*value));
     }
     const auto it = impl.id_of_token.find(content->get<std::string>());
     if (it == impl.id_of_token.end()) {
@@ -323,30 +360,13 @@ void Loader::read_config(const json& config, const std::string& config_source, T
   if (const auto eos = named_token("eos_token")) impl.eos.push_back(*eos);
   const json* add_bos = member(config, "add_bos_token");
   if (add_bos != nullptr && !add_bos->is_boolean()) {
-    fail(ErrorKind::Value, kOp, "{}: add_bos_token must be true or false, got {}", config_source, add_bos->dump());
+    fail(ErrorKind::Value, kOp, "{}: add_bos_token must be true or false, got {}", config_source,
+         json_excerpt(*add_bos));
   }
   // The post-processor's template, when it has one, already says what to add.
   if (add_bos != nullptr && add_bos->get<bool>() && impl.prefix_ids.empty()) {
     if (!impl.bos) fail(ErrorKind::Value, kOp, "{}: add_bos_token is true but no bos_token is named", config_source);
     impl.prefix_ids.push_back(*impl.bos);
-  }
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(ErrorKind::Runtime, kOp, "cannot open '{}'", path);
-  std::string text(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!in) fail(ErrorKind::Runtime, kOp, "cannot read '{}'", path);
-  return text;
-}
-
-json parse(const std::string& text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail(ErrorKind::Value, kOp, "{}: not valid JSON: {}", source, e.what());
   }
 }
 
@@ -364,7 +384,7 @@ Tokenizer Tokenizer::from_json(const std::string& tokenizer_json, const std::str
     config_source += " (tokenizer_config.json)";
   }
   std::optional<json> config;
-  if (!tokenizer_config_json.empty()) config = parse(tokenizer_config_json, config_source);
+  if (!tokenizer_config_json.empty()) config = parse_json_tree(tokenizer_config_json, kOp, config_source + ": ");
   Tokenizer tokenizer;
   try {
     tokenizer.impl_ = Loader(source).build(doc, config ? &*config : nullptr, config_source);
@@ -379,8 +399,10 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   const std::string json_path = dir + "/tokenizer.json";
   const std::string config_path = dir + "/tokenizer_config.json";
   std::string config_text;
-  if (std::ifstream(config_path).good()) config_text = read_file(config_path);
-  return from_json(read_file(json_path), config_text, json_path);
+  if (regular_file_exists(config_path, kOp)) {
+    config_text = read_regular_file(config_path, kMaxTokenizerConfigFileBytes, kOp);
+  }
+  return from_json(read_regular_file(json_path, kMaxTokenizerFileBytes, kOp), config_text, json_path);
 }
 
 }  // namespace kiln::llm

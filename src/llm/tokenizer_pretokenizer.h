@@ -4,9 +4,16 @@
 // ByteLevel (optional prefix space, optional GPT-2 regex split); the byte-level character
 // mapping itself is left to BPE, which works on raw bytes.
 //
-// Regexes run through PCRE2 in UTF + UCP mode, so \p{L}, \p{N}, \p{M}, \s and (?i:...)
-// follow Unicode like the Oniguruma engine Hugging Face tokenizers uses; JIT-compiled when
-// the platform supports it (same matches, only faster).
+// Regexes run through PCRE2 in UTF + UCP mode, so \p{L}, \p{N}, \p{M} and (?i:...)
+// follow Unicode like the Oniguruma engine Hugging Face tokenizers uses, and \s is
+// rewritten to the White_Space class those engines use (tokenizer_regex_syntax.h);
+// JIT-compiled when the platform supports it (same matches, only faster).
+//
+// A pattern comes from the file, so it may backtrack catastrophically (`a*a*a*a*b|.`
+// took tens of seconds on a 1000-character prompt). Every match runs under PCRE2 limits:
+// a match limit that grows with the text (legitimate patterns cost a few steps per byte)
+// and depth and heap limits for the interpreter; exceeding one is a Value error naming
+// the pattern and where it came from.
 #pragma once
 
 #include <memory>
@@ -25,7 +32,8 @@ inline constexpr std::string_view kGpt2Pattern =
 class Regex {
  public:
   // literal: match `pattern` as a plain string. A pattern PCRE2 rejects is a Value error
-  // naming `what` (where the pattern came from), the offset and PCRE2's reason.
+  // naming `what` (where the pattern came from), the offset and PCRE2's reason; `what`
+  // also names the pattern in errors while matching.
   Regex(std::string_view pattern, bool literal, std::string_view what);
   ~Regex();
   Regex(const Regex&) = delete;
@@ -39,6 +47,7 @@ class Regex {
 
  private:
   std::string pattern_;
+  std::string what_;
   pcre2_real_code_8* code_ = nullptr;
 };
 

@@ -150,9 +150,10 @@ char32_t previous_codepoint(std::string_view text, size_t end, size_t& start) {
 }
 
 bool is_unicode_whitespace(char32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
+  for (const CodepointRange& r : kWhiteSpaceRanges) {
+    if (cp >= r.first && cp <= r.last) return true;
+  }
+  return false;
 }
 
 bool is_word_character(char32_t cp) {

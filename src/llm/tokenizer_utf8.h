@@ -30,7 +30,17 @@ char32_t next_codepoint(std::string_view text, size_t& pos);
 // The character ending just before `end` of valid UTF-8; sets `start` to where it begins.
 char32_t previous_codepoint(std::string_view text, size_t end, size_t& start);
 
-// Unicode White_Space (what Rust's char::is_whitespace tests, used for lstrip/rstrip).
+// Unicode White_Space: what Rust's char::is_whitespace and the regex crate's \s test, and
+// Oniguruma's Unicode \s (Space_Separator, Line/Paragraph_Separator, \t-\r, U+0085).
+// Stable since Unicode 6.3 moved U+180E out; PCRE2's \s still counts U+180E.
+struct CodepointRange {
+  char32_t first, last;
+};
+inline constexpr CodepointRange kWhiteSpaceRanges[] = {
+    {0x09, 0x0D}, {0x20, 0x20},     {0x85, 0x85},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+    {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
+};
+// Used for lstrip/rstrip and translated regex \s.
 bool is_unicode_whitespace(char32_t cp);
 // Letters, marks, decimal and letter numbers, connector punctuation: regex \w, which
 // Hugging Face uses to decide whether a single_word added token touches a word.

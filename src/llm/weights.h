@@ -95,6 +95,7 @@ class WeightLoader {
   MoeExperts experts(const ExpertNames& names, int64_t num_experts, int64_t width, int64_t hidden);
 
   bool has(const std::string& name) const { return checkpoint_.has(name); }
+  bool has_prefix(const std::string& prefix) const { return checkpoint_.has_prefix(prefix); }
   int64_t parameter_count() const { return parameter_count_; }
   int64_t resident_bytes() const { return resident_bytes_; }
   // Every format a linear or expert weight was loaded in.

@@ -31,6 +31,7 @@ ShortConvBlock load_short_conv(const ModelConfig& c, WeightLoader& loader, const
 
 DecoderWeights load_lfm2_moe(const ModelConfig& c, WeightLoader& loader) {
   check_layer_plan(c);
+  check_layers_present(c, loader);
   const int64_t hidden = c.hidden_size;
   DecoderWeights w;
   w.embedding = loader.embedding("model.embed_tokens.weight", c.vocab_size, hidden);

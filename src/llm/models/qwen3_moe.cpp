@@ -7,6 +7,7 @@ namespace kiln::llm {
 
 DecoderWeights load_qwen3_moe(const ModelConfig& c, WeightLoader& loader) {
   check_layer_plan(c);
+  check_layers_present(c, loader);
   const int64_t hidden = c.hidden_size;
   DecoderWeights w;
   w.embedding = loader.embedding("model.embed_tokens.weight", c.vocab_size, hidden);

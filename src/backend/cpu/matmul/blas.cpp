@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 
+#include "backend/cpu/matmul/blas_buffer_guard.h"
 #include "backend/cpu/matmul/gemm_int.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
@@ -176,35 +177,43 @@ CBLAS_TRANSPOSE op(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
 
 void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float beta,
           float* c, int ldc) {
+  const BlasBufferGuard guard;
   cblas_sgemm(CblasRowMajor, op(ta), op(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 void gemm(bool ta, bool tb, int m, int n, int k, const double* a, int lda, const double* b, int ldb, double beta,
           double* c, int ldc) {
+  const BlasBufferGuard guard;
   cblas_dgemm(CblasRowMajor, op(ta), op(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 void gemm(bool ta, bool tb, int m, int n, int k, const c64* a, int lda, const c64* b, int ldb, c64 beta, c64* c,
           int ldc) {
+  const BlasBufferGuard guard;
   const c64 one(1);
   cblas_cgemm(CblasRowMajor, op(ta), op(tb), m, n, k, &one, a, lda, b, ldb, &beta, c, ldc);
 }
 void gemm(bool ta, bool tb, int m, int n, int k, const c128* a, int lda, const c128* b, int ldb, c128 beta, c128* c,
           int ldc) {
+  const BlasBufferGuard guard;
   const c128 one(1);
   cblas_zgemm(CblasRowMajor, op(ta), op(tb), m, n, k, &one, a, lda, b, ldb, &beta, c, ldc);
 }
 void gemv(bool t, int rows, int cols, const float* a, int lda, const float* x, int incx, float beta, float* y,
           int incy) {
+  const BlasBufferGuard guard;
   cblas_sgemv(CblasRowMajor, op(t), rows, cols, 1.0f, a, lda, x, incx, beta, y, incy);
 }
 void gemv(bool t, int rows, int cols, const double* a, int lda, const double* x, int incx, double beta, double* y,
           int incy) {
+  const BlasBufferGuard guard;
   cblas_dgemv(CblasRowMajor, op(t), rows, cols, 1.0, a, lda, x, incx, beta, y, incy);
 }
 void gemv(bool t, int rows, int cols, const c64* a, int lda, const c64* x, int incx, c64 beta, c64* y, int incy) {
+  const BlasBufferGuard guard;
   const c64 one(1);
   cblas_cgemv(CblasRowMajor, op(t), rows, cols, &one, a, lda, x, incx, &beta, y, incy);
 }
 void gemv(bool t, int rows, int cols, const c128* a, int lda, const c128* x, int incx, c128 beta, c128* y, int incy) {
+  const BlasBufferGuard guard;
   const c128 one(1);
   cblas_zgemv(CblasRowMajor, op(t), rows, cols, &one, a, lda, x, incx, &beta, y, incy);
 }
