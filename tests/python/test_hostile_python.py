@@ -166,7 +166,9 @@ def test_non_utf8_bytes_in_a_message_survive(tmp_path):
         kiln.llm.load(path)
     message = str(info.value)
     assert "model.safetensors" in message
-    assert "\\xff" in message
+    # The loader repairs the quoted bytes to U+FFFD; bytes that reach the translation
+    # unrepaired come out as backslash escapes. Either way the message survives.
+    assert "\\xff" in message or "\ufffd" in message
 
 
 def test_an_index_too_large_for_memory_names_the_op():
