@@ -226,8 +226,19 @@ void check_writable(const Tensor& self, const char* op) {
              "clone() it to get a writable copy");
 }
 
-int64_t Tensor::size(int64_t d) const { return impl().sizes[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return impl().strides[wrap_dim(d, dim(), "stride")]; }
+namespace {
+
+// A dim of a tensor that has dims: a 0-dim tensor has no size or stride to ask for
+// (PyTorch: "dimension specified as 0 but tensor has no dimensions").
+int64_t existing_dim(const Tensor& t, int64_t d, const char* op) {
+  KILN_CHECK_KIND(t.dim() > 0, Index, op, "dimension specified as {} but tensor has no dimensions", d);
+  return wrap_dim(d, t.dim(), op);
+}
+
+}  // namespace
+
+int64_t Tensor::size(int64_t d) const { return impl().sizes[existing_dim(*this, d, "size")]; }
+int64_t Tensor::stride(int64_t d) const { return impl().strides[existing_dim(*this, d, "stride")]; }
 int64_t Tensor::numel() const { return shape_numel(impl().sizes); }
 
 size_t Tensor::nbytes() const {
@@ -446,7 +457,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 }
 
 Tensor Tensor::unflatten(int64_t d, const Shape& new_sizes) const {
-  d = wrap_dim(d, dim(), "unflatten");
+  d = existing_dim(*this, d, "unflatten");
   KILN_CHECK(!new_sizes.empty(), "unflatten", "sizes must be non-empty");
   Shape inner = infer_size(new_sizes, sizes()[d], "unflatten");
   Shape s(sizes().begin(), sizes().begin() + d);

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "core/copy_kernels.h"
+#include "core/memory_overlap.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
@@ -41,7 +42,14 @@ Tensor Tensor::to(DType target) const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   KILN_CHECK(src.defined(), "copy_", "source tensor is undefined");
+  // PyTorch's rules: copying a view onto itself is a no-op; a destination whose elements
+  // share memory, or a source that partly overlaps it, would depend on the write order.
   check_writable(*this, "copy_");
+  const bool same_view = data_ptr() == src.data_ptr() && sizes() == src.sizes() && strides() == src.strides() &&
+                         dtype() == src.dtype();
+  if (same_view) return *this;
+  check_no_internal_overlap(*this, "copy_");
+  check_no_partial_overlap(*this, src, "copy_");
   copy_on_device("copy_", *this, src.expand(sizes()));
   return *this;
 }

@@ -1,6 +1,8 @@
 #include "kiln/ops/creation.h"
 
 #include <cmath>
+#include <utility>
+#include <cstdint>
 #include <complex>
 #include <cstring>
 #include <limits>
@@ -179,11 +181,43 @@ Tensor randn(const Shape& sizes, DType dtype, Generator* gen) {
   return t.to(dtype);
 }
 
+namespace {
+
+// The integers a dtype holds exactly, as PyTorch's random_ bounds them: the integer
+// range, or +-2^digits for a float (every integer up to there is representable).
+std::pair<int64_t, int64_t> exact_integer_range(DType dtype) {
+  switch (dtype) {
+    case DType::UInt8: return {0, 255};
+    case DType::Int8: return {-128, 127};
+    case DType::Int16: return {-32768, 32767};
+    case DType::UInt16: return {0, 65535};
+    case DType::Int32: return {INT32_MIN, INT32_MAX};
+    case DType::UInt32: return {0, UINT32_MAX};
+    case DType::UInt64: return {0, INT64_MAX};  // the int64 arguments' own limit
+    case DType::Float8_e5m2: return {-(int64_t{1} << 3), int64_t{1} << 3};
+    case DType::Float8_e4m3fn: return {-(int64_t{1} << 4), int64_t{1} << 4};
+    case DType::BFloat16: return {-(int64_t{1} << 8), int64_t{1} << 8};
+    case DType::Float16: return {-(int64_t{1} << 11), int64_t{1} << 11};
+    case DType::Float32: return {-(int64_t{1} << 24), int64_t{1} << 24};
+    case DType::Float64: return {-(int64_t{1} << 53), int64_t{1} << 53};
+    default: return {INT64_MIN, INT64_MAX};
+  }
+}
+
+}  // namespace
+
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype, Generator* gen) {
   KILN_CHECK(low < high, "randint", "random_ expects 'from' to be less than 'to', but got from={} >= to={}",
              low, high);
   KILN_CHECK_KIND(!is_complex(dtype) && dtype != DType::Bool, Type, "randint", "unsupported dtype {}",
                   dtype_name(dtype));
+  // Values the dtype cannot hold would wrap or round into other values (PyTorch refuses).
+  const auto [lowest, highest] = exact_integer_range(dtype);
+  KILN_CHECK(low >= lowest && low <= highest, "randint", "from is out of bounds for {} (got {}, expected [{}, {}])",
+             dtype_name(dtype), low, lowest, highest);
+  KILN_CHECK(high - 1 >= lowest && high - 1 <= highest, "randint",
+             "to - 1 is out of bounds for {} (got {}, expected [{}, {}])", dtype_name(dtype), high - 1, lowest,
+             highest);
   const ExecutionContext ctx = current_context();
   Generator& g = gen ? *gen : ctx.generator();
   Tensor t = Tensor::empty(sizes, DType::Int64, kCPU, "randint");

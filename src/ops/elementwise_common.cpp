@@ -1,5 +1,7 @@
 #include "ops/elementwise_common.h"
 
+#include "core/memory_overlap.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -139,29 +141,6 @@ bool can_cast(DType from, DType to) {
   return true;
 }
 
-namespace {
-
-// [first, last] byte addresses an n-element view touches (n > 0).
-std::pair<uintptr_t, uintptr_t> byte_range(const Tensor& t) {
-  auto lo = reinterpret_cast<uintptr_t>(t.data_ptr());
-  uintptr_t hi = lo;
-  const auto item = static_cast<intptr_t>(t.element_size());
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    const intptr_t span = static_cast<intptr_t>(t.size(d) - 1) * t.stride(d) * item;
-    if (span < 0) lo += span; else hi += span;
-  }
-  return {lo, hi + t.element_size() - 1};
-}
-
-bool has_internal_overlap(const Tensor& t) {
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.size(d) > 1 && t.stride(d) == 0) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result) {
   check_writable(self, op);
   if (!can_cast(result, self.dtype())) {
@@ -173,20 +152,8 @@ void check_inplace(const char* op, const Tensor& self, const Tensor& other, DTyp
     fail(ErrorKind::Runtime, op, "output with shape {} doesn't match the broadcast shape {}", self.shape_str(),
          shape_to_string(shape));
   }
-  if (has_internal_overlap(self)) {
-    fail(ErrorKind::Runtime, op, "unsupported operation: more than one element of the written-to tensor refers to a "
-         "single memory location. Please clone() the tensor before performing the operation.");
-  }
-  if (self.numel() == 0 || other.numel() == 0 || self.storage() != other.storage()) return;
-  const bool same_view = self.data_ptr() == other.data_ptr() && self.sizes() == other.sizes() &&
-                         self.strides() == other.strides() && self.dtype() == other.dtype();
-  if (same_view) return;
-  const auto [a_lo, a_hi] = byte_range(self);
-  const auto [b_lo, b_hi] = byte_range(other);
-  if (a_lo <= b_hi && b_lo <= a_hi) {
-    fail(ErrorKind::Runtime, op, "unsupported operation: some elements of the input tensor and the written-to tensor "
-         "refer to a single memory location. Please clone() the tensor before performing the operation.");
-  }
+  check_no_internal_overlap(self, op);
+  check_no_partial_overlap(self, other, op);
 }
 
 }  // namespace kiln::elementwise

@@ -9,6 +9,7 @@
 
 #include "backend/index.h"
 #include "kiln/context.h"
+#include "core/memory_overlap.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
@@ -64,37 +65,6 @@ std::vector<int64_t> read_rows(const ExecutionContext& ctx, const Tensor& index,
                     "index out of range in self (index {} is not in [0, {}) for the indexed dimension)", v, size);
   }
   return rows;
-}
-
-// PyTorch refuses to write through a tensor whose elements share memory (an expanded
-// view), since the result would depend on the write order.
-void check_no_internal_overlap(const Tensor& self, const char* op) {
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    KILN_CHECK(self.size(d) <= 1 || self.stride(d) != 0, op,
-               "unsupported operation: more than one element of the written-to tensor refers to a single "
-               "memory location. Please clone() the tensor before performing the operation.");
-  }
-}
-
-// Byte range [lo, hi) a tensor's elements span in its storage (empty when numel is 0).
-std::pair<int64_t, int64_t> byte_span(const Tensor& t) {
-  if (t.numel() == 0) return {0, 0};
-  int64_t lo = t.storage_offset(), hi = t.storage_offset();
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    const int64_t span = (t.size(d) - 1) * t.stride(d);
-    if (span < 0) lo += span; else hi += span;
-  }
-  const int64_t esz = static_cast<int64_t>(t.element_size());
-  return {lo * esz, (hi + 1) * esz};
-}
-
-void check_no_overlap(const Tensor& self, const Tensor& other, const char* op) {
-  if (self.storage() != other.storage()) return;
-  const auto [a0, a1] = byte_span(self);
-  const auto [b0, b1] = byte_span(other);
-  KILN_CHECK(a1 <= b0 || b1 <= a0, op,
-             "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
-             "single memory location. Please clone() the tensor before performing the operation.");
 }
 
 // PyTorch's checked conversion of a fill value: it must fit the target dtype.
