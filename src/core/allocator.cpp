@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/asan_poison.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -87,6 +88,7 @@ class CachingAllocator {
       free_.erase(it);
       ++stats_.num_cache_hits;
       note_allocated(p, block);
+      asan_hand_out(p, nbytes, block.size);
       return p;
     }
     Block block{size, nullptr};
@@ -109,6 +111,7 @@ class CachingAllocator {
     }
     if (block.arena == nullptr) add_reserved(static_cast<int64_t>(size));
     note_allocated(p, block);
+    asan_hand_out(p, nbytes, block.size);
     return p;
   }
 
@@ -122,6 +125,7 @@ class CachingAllocator {
     stats_.allocated_bytes -= static_cast<int64_t>(block.size);
     if (block.arena != nullptr) --block.arena->blocks_in_use;
     free_.emplace(block.size, std::make_pair(p, block.arena));
+    asan_poison(p, block.size);
   }
 
   AllocatorStats stats() {
@@ -158,6 +162,7 @@ class CachingAllocator {
     if (current_ == nullptr || kArenaBytes - current_->used < size) {
       void* base = system_allocate(kArenaBytes);
       if (base == nullptr) return nullptr;
+      asan_poison(base, kArenaBytes);  // blocks become usable as they are handed out
       if (current_ != nullptr && current_->used < kArenaBytes) {
         free_.emplace(kArenaBytes - current_->used, std::make_pair(current_->base + current_->used, current_));
         current_->used = kArenaBytes;
@@ -193,6 +198,7 @@ class CachingAllocator {
     for (auto it = free_.begin(); it != free_.end();) {
       const auto [p, arena] = it->second;
       if (arena == nullptr) {
+        asan_unpoison(p, it->first);
         std::free(p);
         stats_.reserved_bytes -= static_cast<int64_t>(it->first);
       } else if (arena->blocks_in_use > 0) {
@@ -204,6 +210,7 @@ class CachingAllocator {
     const auto unused = [](const std::unique_ptr<Arena>& a) { return a->blocks_in_use == 0; };
     for (const std::unique_ptr<Arena>& a : arenas_) {
       if (!unused(a)) continue;
+      asan_unpoison(a->base, kArenaBytes);
       std::free(a->base);
       stats_.reserved_bytes -= static_cast<int64_t>(kArenaBytes);
       stats_.arena_bytes -= static_cast<int64_t>(kArenaBytes);
