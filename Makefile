@@ -7,20 +7,7 @@ PYTHON := /usr/bin/python3
 DEMO_MODEL := build/models/qwen3-moe-demo
 DEMO_PROMPT := The kiln fired the clay until it rang like a bell.
 
-# Sanitizer and fuzzer builds (docs/testing.md): each preset has a folder of its own, so
-# they never disturb the release build.
-ASAN_DIR := build/asan
-TSAN_DIR := build/tsan
-FUZZ_DIR := build/fuzz
-# The tests that start threads or swap thread pools: what the TSan build runs. Name a new
-# concurrency test with "Thread" or "Concurren" in its suite or test name to include it.
-TSAN_FILTER := *Thread*:*Concurren*:ExecutionContext*:SetNumThreads*
-# Seconds each harness runs in `make fuzz` (fuzz/run -t).
-FUZZ_SECONDS := 20
-SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:strict_init_order=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-
-.PHONY: deps configure build demo test test-cpp test-python bench clean test-sanitize test-tsan fuzz
+.PHONY: deps configure build demo test test-cpp test-python bench clean
 
 deps:
 	@scripts/setup-deps
@@ -42,6 +29,21 @@ test-python: build
 	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) -m pytest -q tests/python
 
 test: test-cpp test-python
+
+# Sanitizer and fuzzer builds (docs/testing.md): each preset has a folder of its own, so
+# they never disturb the release build.
+ASAN_DIR := build/asan
+TSAN_DIR := build/tsan
+FUZZ_DIR := build/fuzz
+# The tests that start threads or swap thread pools: what the TSan build runs. Name a new
+# concurrency test with "Thread" or "Concurren" in its suite or test name to include it.
+TSAN_FILTER := *Thread*:*Concurren*:ExecutionContext*:SetNumThreads*
+# Seconds each harness runs in `make fuzz` (fuzz/run -t).
+FUZZ_SECONDS := 20
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:strict_init_order=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+.PHONY: test-sanitize test-tsan fuzz
 
 # The whole C++ suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-sanitize: deps
