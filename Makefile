@@ -30,6 +30,40 @@ test-python: build
 
 test: test-cpp test-python
 
+# Sanitizer and fuzzer builds (docs/testing.md): each preset has a folder of its own, so
+# they never disturb the release build.
+ASAN_DIR := build/asan
+TSAN_DIR := build/tsan
+FUZZ_DIR := build/fuzz
+# The tests that start threads or swap thread pools: what the TSan build runs. Name a new
+# concurrency test with "Thread" or "Concurren" in its suite or test name to include it.
+TSAN_FILTER := *Thread*:*Concurren*:ExecutionContext*:SetNumThreads*
+# Seconds each harness runs in `make fuzz` (fuzz/run -t).
+FUZZ_SECONDS := 20
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:strict_init_order=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+.PHONY: test-sanitize test-tsan fuzz
+
+# The whole C++ suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-sanitize: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build $(ASAN_DIR) --target kiln_tests
+	$(SANITIZER_ENV) $(ASAN_DIR)/kiln_tests --gtest_brief=1
+
+# The thread pool and concurrency tests under ThreadSanitizer.
+test-tsan: deps
+	@cmake --preset tsan >/dev/null
+	@cmake --build $(TSAN_DIR) --target kiln_tests
+	$(SANITIZER_ENV) $(TSAN_DIR)/kiln_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
+
+# Every libFuzzer harness for FUZZ_SECONDS from the committed seeds (clang).
+fuzz:
+	@scripts/setup-deps --fuzz
+	@cmake --preset fuzz >/dev/null
+	@cmake --build $(FUZZ_DIR) --target fuzzers
+	fuzz/run -t $(FUZZ_SECONDS)
+
 bench: build
 	$(BUILD_DIR)/kiln bench
 
