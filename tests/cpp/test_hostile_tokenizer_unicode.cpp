@@ -9,23 +9,17 @@
 
 #include "llm/tokenizer_pretokenizer.h"
 #include "llm/tokenizer_regex_syntax.h"
+#include "pretokenize_test_util.h"
 #include "test_util.h"
 
 namespace kiln::llm::tok {
 namespace {
 
-constexpr std::string_view kQwen =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+using testing_util::kQwen;
+using testing_util::Pieces;
+using testing_util::split;
 constexpr const char* kMvs = "\u180E";  // MONGOLIAN VOWEL SEPARATOR: a format character (Cf)
 
-using Pieces = std::vector<std::string>;
-
-Pieces split(std::string_view pattern, std::string_view text) {
-  const Regex regex(pattern, false, "test");
-  std::vector<std::string_view> views;
-  regex.split_isolated(text, views);
-  return Pieces(views.begin(), views.end());
-}
 
 TEST(HostileTokenizerUnicode, MongolianVowelSeparatorIsNotWhitespace) {
   // Not \s, \p{L} or \p{N}: " ?[^\s\p{L}\p{N}]+" takes it with the space before it. With

@@ -7,26 +7,20 @@
 #include <vector>
 
 #include "llm/tokenizer_pretokenizer.h"
+#include "pretokenize_test_util.h"
 #include "test_util.h"
 
 namespace kiln::llm::tok {
 namespace {
 
-constexpr std::string_view kQwen =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+using testing_util::kQwen;
+using testing_util::Pieces;
+using testing_util::split;
 constexpr std::string_view kQwen35 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-using Pieces = std::vector<std::string>;
-
-Pieces split(std::string_view pattern, std::string_view text) {
-  const Regex regex(pattern, false, "test");
-  std::vector<std::string_view> views;
-  regex.split_isolated(text, views);
-  return Pieces(views.begin(), views.end());
-}
 
 TEST(TokenizerPretokenize, QwenContractionsKeepTheirCase) {
   EXPECT_EQ(split(kQwen, "I'm here, it's OK. DON'T"),
