@@ -22,8 +22,9 @@ class ThreadPool {
   int num_threads() const { return num_threads_; }
 
   // Splits [0, n) into at most num_threads() contiguous static chunks of at least `grain`
-  // items and runs fn(begin, end) on each, the caller taking the first chunk; returns when
-  // all are done. Work too small for two chunks runs inline on the caller with no wake-up.
+  // items and runs fn(begin, end) on each, the caller taking the first chunk and then any
+  // chunk no worker has claimed yet (a worker slow to wake does not hold the call up);
+  // returns when all are done. Which thread runs a chunk is not fixed. Work too small for two chunks runs inline on the caller with no wake-up.
   // An exception thrown by any chunk is rethrown here (the first one caught wins) once every
   // chunk has finished. A call from inside a chunk (nested) runs inline, serially.
   // Concurrent callers from different threads are serialised.
@@ -36,7 +37,7 @@ class ThreadPool {
       return;
     }
     using Fn = std::remove_reference_t<F>;
-    run_chunks(n, chunks, &invoke_range<Fn>, context_of(fn));
+    run_chunks(n, chunks, &invoke_range<Fn>, context_of(fn), /*pinned=*/false);
   }
 
   // Runs fn(thread_index) once on each of the num_threads() threads (index 0 is the caller),
@@ -48,7 +49,7 @@ class ThreadPool {
       return;
     }
     using Fn = std::remove_reference_t<F>;
-    run_chunks(num_threads_, num_threads_, &invoke_index<Fn>, context_of(fn));
+    run_chunks(num_threads_, num_threads_, &invoke_index<Fn>, context_of(fn), /*pinned=*/true);
   }
 
   // True on a pool worker and on a caller while it runs its own chunk.
@@ -78,8 +79,9 @@ class ThreadPool {
     return by_grain < num_threads_ ? static_cast<int>(by_grain) : num_threads_;
   }
 
-  // Runs chunk i of `chunks` balanced contiguous chunks of [0, n) on thread i.
-  void run_chunks(int64_t n, int chunks, RangeFn fn, void* context);
+  // Runs the `chunks` balanced contiguous chunks of [0, n): chunk i on thread i when
+  // `pinned`, else each on whichever thread claims it first (the caller starts with 0).
+  void run_chunks(int64_t n, int chunks, RangeFn fn, void* context, bool pinned);
 
   struct State;
   int num_threads_;

@@ -1,5 +1,6 @@
-// ThreadPool: per-worker wake-up slots, a spin-then-block wait on both sides, and the
-// process-wide default pool.
+// ThreadPool: per-worker wake-up slots, a spin-then-block wait on both sides, chunks
+// claimed from a shared counter (so the caller takes a chunk no worker has started), and
+// the process-wide default pool.
 #include "kiln/thread_pool.h"
 
 #include <sched.h>
@@ -85,14 +86,23 @@ struct ThreadPool::State {
   uint64_t epoch = 0;                   // guarded by call_mutex
   std::atomic<bool> stopping{false};
 
-  // The current call, written by the caller before any epoch store (release) and only
-  // read by workers after their epoch load (acquire).
+  // The current call, written by the caller before it publishes the call in `claims`
+  // (release) and read by a worker only after it claimed a chunk of that call (acquire).
   RangeFn fn = nullptr;
   void* context = nullptr;
   int64_t n = 0;
   int chunks = 0;
+  // run_on_all: chunk i belongs to thread i (per-thread set-up), so nobody takes another's.
+  bool pinned = false;
 
-  alignas(64) std::atomic<int> remaining{0};  // worker chunks not yet finished
+  // The next unclaimed chunk of the current call, packed with the call's epoch and chunk
+  // count so a worker that wakes after its call ended cannot claim a chunk of the next:
+  // bits 63..32 epoch, 31..16 chunk count, 15..0 next chunk. Chunks are claimed in order
+  // by whoever is free first: a worker that is slow to wake (a vCPU the host parked
+  // while the process sat idle can take 50+ us) no longer holds the caller waiting for
+  // a chunk it has not even started; the caller runs it itself.
+  alignas(64) std::atomic<uint64_t> claims{0};
+  alignas(64) std::atomic<int> remaining{0};  // chunks not yet finished, the caller's included
   std::mutex done_mutex;
   std::condition_variable done;
   std::atomic<bool> has_error{false};
@@ -122,12 +132,48 @@ struct ThreadPool::State {
       }
       seen = slot.epoch.load(std::memory_order_acquire);
       if (stopping.load(std::memory_order_acquire)) return;
-      run_chunk(index);
-      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        // Notifying under the lock: the caller checks `remaining` under it before sleeping.
-        std::lock_guard lock(done_mutex);
-        done.notify_one();
+      if (pinned_call(seen)) {
+        run_chunk(index);
+        finish_chunk();
+      } else {
+        for (int chunk; (chunk = claim_chunk(seen)) >= 0;) {
+          run_chunk(chunk);
+          finish_chunk();
+        }
       }
+    }
+  }
+
+  static constexpr uint64_t pack(uint64_t epoch, int chunks, int next) {
+    return (epoch << 32) | (static_cast<uint64_t>(chunks) << 16) | static_cast<uint64_t>(next);
+  }
+
+  // A pinned call never changes `claims` while it runs, so its epoch there tells whether
+  // the call this worker was woken for is pinned.
+  bool pinned_call(uint64_t epoch) const {
+    const uint64_t word = claims.load(std::memory_order_acquire);
+    return (word >> 32) == (epoch & 0xffffffffu) && (word & 0xffffu) == 0xffffu;
+  }
+
+  // The next unclaimed chunk of call `epoch`, or -1 when that call has none left (or has
+  // ended and another began).
+  int claim_chunk(uint64_t epoch) {
+    uint64_t word = claims.load(std::memory_order_acquire);
+    for (;;) {
+      const int chunks_of_call = static_cast<int>((word >> 16) & 0xffffu);
+      const int next = static_cast<int>(word & 0xffffu);
+      if ((word >> 32) != (epoch & 0xffffffffu) || next >= chunks_of_call) return -1;
+      if (claims.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        return next;
+      }
+    }
+  }
+
+  void finish_chunk() {
+    if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Notifying under the lock: the caller checks `remaining` under it before sleeping.
+      std::lock_guard lock(done_mutex);
+      done.notify_one();
     }
   }
 
@@ -179,19 +225,34 @@ ThreadPool::~ThreadPool() {
 
 bool ThreadPool::in_parallel_region() { return t_in_parallel_region; }
 
-void ThreadPool::run_chunks(int64_t n, int chunks, RangeFn fn, void* context) {
+void ThreadPool::run_chunks(int64_t n, int chunks, RangeFn fn, void* context, bool pinned) {
   State& s = *state_;
   std::lock_guard call_lock(s.call_mutex);
   s.fn = fn;
   s.context = context;
   s.n = n;
   s.chunks = chunks;
-  s.remaining.store(chunks - 1, std::memory_order_relaxed);
+  s.pinned = pinned;
   const uint64_t epoch = ++s.epoch;
+  if (pinned) {
+    s.remaining.store(chunks - 1, std::memory_order_relaxed);
+    s.claims.store(State::pack(epoch & 0xffffffffu, 0xffff, 0xffff), std::memory_order_release);
+  } else {
+    s.remaining.store(chunks, std::memory_order_relaxed);
+    // Chunk 0 is the caller's from the start, so its wake-ups overlap its own work.
+    s.claims.store(State::pack(epoch & 0xffffffffu, chunks, 1), std::memory_order_release);
+  }
   for (int w = 1; w < chunks; ++w) s.wake_worker(w, epoch);
   {
     InParallelRegion region;
     s.run_chunk(0);
+    if (!pinned) {
+      s.finish_chunk();
+      for (int chunk; (chunk = s.claim_chunk(epoch)) >= 0;) {
+        s.run_chunk(chunk);
+        s.finish_chunk();
+      }
+    }
   }
   s.wait_for_workers();
   if (s.has_error.load(std::memory_order_acquire)) {

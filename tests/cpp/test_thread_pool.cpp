@@ -1,5 +1,5 @@
-// ThreadPool: coverage of every index, chunking rules, nesting, exceptions, concurrent
-// callers, and KILN_NUM_THREADS validation.
+// ThreadPool: coverage of every index, chunking rules, chunks taken by the caller when
+// workers are late, nesting, exceptions, concurrent callers, and KILN_NUM_THREADS validation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -111,12 +111,42 @@ TEST(ThreadPool, SmallWorkRunsInlineOnCaller) {
 
 TEST(ThreadPool, CallerTakesFirstChunkAndWorkersTheRest) {
   ThreadPool pool(3);
-  const std::vector<Chunk> chunks = record_chunks(pool, 300, 1);
+  // Every chunk waits until all three have started, so no thread can run two of them:
+  // the caller runs the first and each worker one of the others.
+  std::atomic<int> started{0};
+  std::mutex mutex;
+  std::vector<Chunk> chunks;
+  pool.parallel_for(300, 1, [&](int64_t begin, int64_t end) {
+    started.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (started.load() < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    std::lock_guard lock(mutex);
+    chunks.push_back({begin, end, std::this_thread::get_id()});
+  });
   ASSERT_EQ(chunks.size(), 3u);
+  std::sort(chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) { return a.begin < b.begin; });
   EXPECT_EQ(chunks[0].thread, std::this_thread::get_id());
   std::set<std::thread::id> distinct;
   for (const Chunk& c : chunks) distinct.insert(c.thread);
   EXPECT_EQ(distinct.size(), 3u);
+}
+
+TEST(ThreadPool, CallerRunsChunksNoWorkerHasClaimed) {
+  // Workers that sleep (the pool sat idle) wake late; the caller does not wait for them
+  // to start their chunks but runs whatever is unclaimed, so every chunk still runs
+  // exactly once, whoever runs it, call after call, idle or not.
+  ThreadPool pool(4);
+  for (int call = 0; call < 200; ++call) {
+    if (call % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the workers block
+    const std::vector<Chunk> chunks = record_chunks(pool, 4000, 1);
+    ASSERT_EQ(chunks.size(), 4u);
+    int64_t expected_begin = 0;
+    for (const Chunk& c : chunks) {
+      EXPECT_EQ(c.begin, expected_begin);
+      EXPECT_EQ(c.end - c.begin, 1000);
+      expected_begin = c.end;
+    }
+  }
 }
 
 TEST(ThreadPool, NestedParallelForRunsInlineSerially) {
