@@ -19,6 +19,7 @@
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "kiln/llm.h"
+#include "kiln/profiler.h"
 #include "kiln/runtime.h"
 
 namespace kiln::cli {
@@ -36,6 +37,7 @@ struct RunOptions {
   std::string system;
   llm::SamplingParams sampling;
   bool no_probe = false;
+  bool profile = false;
 };
 
 double gib(double bytes) { return bytes / double(1 << 30); }
@@ -106,7 +108,9 @@ int run(const RunOptions& o) {
     std::fflush(stdout);
     return true;
   };
+  if (o.profile) profiler::start();
   const llm::GenerateResult r = llm::generate(*model, o.prompt, gen);
+  const profiler::Report profile = o.profile ? profiler::stop() : profiler::Report{};
   fmt::print("\n");
   std::fflush(stdout);
   const double peak_rss = peak_rss_bytes();
@@ -121,16 +125,22 @@ int run(const RunOptions& o) {
     const double gbps = r.decode_bytes / r.decode_seconds / 1e9;
     fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.2f} tokens/s), {:.2f} GB/s of weights and KV cache\n",
                decode_steps, r.decode_seconds, decode_steps / r.decode_seconds, gbps);
-    if (!o.no_probe) {
-      // Probed after generation so it cannot slow the first token; same process, same hour.
-      const ExecutionContext context = current_context();  // holds its pool for the probe
-      const BandwidthResult roof = measure_memory_bandwidth(context.pool(), 0, 3);
-      fmt::print(stderr, "roofline: {:.1f} GB/s read ({} threads): decode runs at {:.2f} of it\n", roof.read_gbps_all,
-                 roof.threads, roof.read_gbps_all > 0 ? gbps / roof.read_gbps_all : 0.0);
-    }
   } else {
     fmt::print(stderr, "decode: no decode steps (one token or none generated)\n");
   }
+  double roofline_gbps = 0;
+  if (!o.no_probe && (o.profile || (decode_steps > 0 && r.decode_seconds > 0))) {
+    // Probed after generation so it cannot slow the first token; same process, same hour.
+    const ExecutionContext context = current_context();  // holds its pool for the probe
+    const BandwidthResult roof = measure_memory_bandwidth(context.pool(), 0, 3);
+    roofline_gbps = roof.read_gbps_all;
+    fmt::print(stderr, "roofline: {:.1f} GB/s read ({} threads)", roof.read_gbps_all, roof.threads);
+    if (decode_steps > 0 && r.decode_seconds > 0 && roof.read_gbps_all > 0) {
+      fmt::print(stderr, ": decode runs at {:.2f} of it", r.decode_bytes / r.decode_seconds / 1e9 / roof.read_gbps_all);
+    }
+    fmt::print(stderr, "\n");
+  }
+  if (o.profile) fmt::print(stderr, "{}", profile.format(roofline_gbps));
   fmt::print(stderr, "memory: peak resident {:.2f} GiB, peak kiln allocations {:.2f} GiB\n", gib(peak_rss),
              gib(static_cast<double>(alloc.peak_allocated_bytes)));
   return 0;
@@ -160,6 +170,8 @@ void register_run_command(CLI::App& app, CommandList& commands) {
       ->check(CLI::Range(0.01, 100.0));
   add_seed_option(*cmd, o->sampling.seed, "Sampling seed (default 0)");
   cmd->add_flag("--no-roofline", o->no_probe, "Skip the memory-bandwidth probe after generation");
+  cmd->add_flag("--profile", o->profile,
+                "Print each op's time, bytes, GB/s and share of prefill and of decode, and the time between kernels");
   commands.push_back({cmd, [o] { return run(*o); }});
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/copy_kernels.h"
 #include "core/memory_overlap.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
@@ -22,6 +23,7 @@ namespace {
 void copy_on_device(const char* op, const Tensor& dst, const Tensor& src) {
   KILN_CHECK(dst.device() == src.device(), op, "expected both tensors on one device, got {} and {}",
              dst.device().str(), src.device().str());
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&dst, &src}), 0}; });
   copy_kernels.on(dst.device(), op).copy(current_context(), dst, src);
 }
 

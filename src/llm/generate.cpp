@@ -4,6 +4,7 @@
 
 #include "kiln/error.h"
 #include "kiln/llm.h"
+#include "kiln/profiler.h"
 #include "llm/sampler.h"
 #include "llm/tokenizer.h"
 
@@ -48,9 +49,13 @@ GenerateResult generate(Model& model, std::string_view prompt, const GenerateOpt
 
   Clock::time_point start = Clock::now();
   Tensor logits;
-  for (int64_t begin = 0; begin < prompt_len; begin += kPrefillChunk) {
-    const int64_t count = std::min(kPrefillChunk, prompt_len - begin);
-    logits = session.forward(std::span<const int32_t>(prompt_ids).subspan(begin, count));
+  {
+    profiler::PhaseScope phase("prefill");
+    phase.add_tokens(prompt_len);
+    for (int64_t begin = 0; begin < prompt_len; begin += kPrefillChunk) {
+      const int64_t count = std::min(kPrefillChunk, prompt_len - begin);
+      logits = session.forward(std::span<const int32_t>(prompt_ids).subspan(begin, count));
+    }
   }
   result.prefill_seconds = seconds_since(start);
 
@@ -64,6 +69,8 @@ GenerateResult generate(Model& model, std::string_view prompt, const GenerateOpt
     return !options.on_text || options.on_text(piece);
   };
 
+  // Sampling and detokenising count as decode: they are part of every token's time.
+  profiler::PhaseScope phase("decode");
   while (true) {
     if (result.generated_tokens == options.max_new_tokens) {
       result.stop_reason = "max_tokens";
@@ -91,6 +98,7 @@ GenerateResult generate(Model& model, std::string_view prompt, const GenerateOpt
     }
     result.decode_bytes += static_cast<double>(session.decode_bytes_per_token());
     logits = session.forward(std::span<const int32_t>(&next, 1));
+    phase.add_tokens(1);
   }
   if (result.stop_reason != "callback") emit(stream.flush());
   result.decode_seconds = seconds_since(start);

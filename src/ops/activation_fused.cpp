@@ -2,6 +2,7 @@
 // fused kernel of the elementwise table (backend/elementwise.h), which widens narrow
 // dtypes and handles strides.
 #include "backend/elementwise.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
@@ -23,6 +24,7 @@ Tensor silu_and_mul(const Tensor& input) {
   const Tensor up = input.narrow(-1, half, half);
   Tensor out = Tensor::empty(gate.sizes(), input.dtype());
   const auto kernel = backend::elementwise_kernels.on(input.device(), op).silu_and_mul;
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&gate, &up, &out}), 0}; });
   kernel(current_context(), {compute_dtype(input.dtype()), out, gate, up});
   return out;
 }

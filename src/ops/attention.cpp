@@ -12,6 +12,7 @@
 
 #include "backend/attention.h"
 #include "backend/random.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/generator.h"
@@ -213,6 +214,12 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     const int64_t weights = checked_mul(checked_mul(p.rows, L, kSdpa), S, kSdpa);
     p.dropout_key = {g.seed(), g.advance(backend::uniform_blocks(weights))};
   }
+  const OpProfile profile(kSdpa, [&] {
+    // Q, K, V and the output; QK^T and PV: 2 FLOPs per multiply-add each.
+    return OpCost{tensor_bytes({&q, &k, &v, &out}),
+                  2.0 * static_cast<double>(p.rows) * static_cast<double>(L) * static_cast<double>(S) *
+                      static_cast<double>(E + Ev)};
+  });
   kernel(ctx, p);
   return out;
 }

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/op_profile.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/context.h"
@@ -114,6 +115,7 @@ void run_unary(const char* op, const Tensor& out, DType out_compute, const Tenso
                backend::UnaryOp kop, const backend::KernelArgs& args) {
   const auto kernel = kernels_on(out.device(), op).unary;
   const Tensor x = in.expand(out.sizes());
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&in, &out}), 0}; });
   kernel(current_context(), {kop, in_compute, out_compute, out, x, args});
 }
 
@@ -122,6 +124,7 @@ void run_binary(const char* op, const Tensor& out, DType out_compute, const Tens
   const auto kernel = kernels_on(out.device(), op).binary;
   const Tensor x = a.expand(out.sizes());
   const Tensor y = b.expand(out.sizes());
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&a, &b, &out}), 0}; });
   kernel(current_context(), {kop, in_compute, out_compute, out, x, y, args});
 }
 
@@ -131,6 +134,7 @@ void run_ternary(const char* op, const Tensor& out, DType out_compute, const Ten
   const Tensor x = a.expand(out.sizes());
   const Tensor y = b.expand(out.sizes());
   const Tensor z = c.expand(out.sizes());
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&a, &b, &c, &out}), 0}; });
   kernel(current_context(), {kop, in_compute, out_compute, out, x, y, z, args});
 }
 

@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "backend/grouped_mm.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
@@ -124,6 +125,7 @@ Tensor grouped_mm(const Tensor& mat_a, const Tensor& mat_b, const std::optional<
   args.offs = offs_c.defined() ? offs_c.data<int32_t>() : nullptr;
   args.out = out.data_ptr();
   args.out_dtype = out_dt;
+  const OpProfile profile(kOp, [&] { return OpCost{tensor_bytes({&mat_a, &mat_b, &out}), 0}; });
   backend::grouped_mm_kernels.on(out.device(), kOp).grouped_mm(current_context(), args);
   return out;
 }
@@ -171,6 +173,7 @@ Tensor grouped_mm_fp8(const Tensor& mat_a, const Tensor& mat_b, const Tensor& sc
   args.offs = offs_c.data<int32_t>();
   args.out = out.data_ptr();
   args.out_dtype = mat_a.dtype();
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&mat_a, &mat_b, &out}), 0}; });
   backend::grouped_mm_kernels.on(out.device(), op).grouped_mm(current_context(), args);
   return out;
 }

@@ -3,6 +3,7 @@
 #include "kiln/ops/linear.h"
 
 #include "backend/linear.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
@@ -78,6 +79,10 @@ Tensor run_linear(const char* op, const LinearGeometry& g, const backend::Linear
     act.bias_stride = bias->numel() == 1 ? 0 : 1;
   }
   const auto kernel = backend::linear_kernels.on(g.x.device(), op).linear;
+  const OpProfile profile(op, [&] {
+    const double weight_bytes = static_cast<double>(w.N) * static_cast<double>(w.K) * static_cast<double>(itemsize(w.dtype));
+    return OpCost{weight_bytes + tensor_bytes({&g.x, &out}), 2.0 * static_cast<double>(g.M) * static_cast<double>(w.N) * static_cast<double>(w.K)};
+  });
   kernel(current_context(), w, act);
   return out;
 }

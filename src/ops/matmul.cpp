@@ -11,6 +11,7 @@
 #include "kiln/ops/matmul.h"
 
 #include "backend/matmul.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
@@ -89,6 +90,10 @@ Tensor batched_product(Tensor a, Tensor b, const Shape& batch_shape) {
   p.a = {a.data_ptr(), a_offsets.data(), a.stride(-2), a.stride(-1)};
   p.b = {b.data_ptr(), b_offsets.data(), b.stride(-2), b.stride(-1)};
   p.c = out.data_ptr();
+  const OpProfile profile("matmul", [&] {
+    return OpCost{tensor_bytes({&a, &b, &out}),
+                  2.0 * static_cast<double>(p.batch) * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K)};
+  });
   kernels.gemm_batched(current_context(), p);
   return out.to(dt);
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/moe.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
@@ -142,9 +143,37 @@ MoeRouting moe_route(const Tensor& router_logits, int64_t top_k, MoeScoring scor
   a.scaling = routed_scaling_factor;
   a.weights = r.weights.data<float>();
   a.ids = r.ids.data<int32_t>();
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&logits, &r.weights, &r.ids}), 0}; });
   backend::moe_kernels.on(logits.device(), op).route(current_context(), a);
   return r;
 }
+
+namespace {
+
+// Weights of every expert the routing selected (each read once) and of the shared
+// expert, plus the activations in and out; 2 FLOPs per weight per token it serves.
+OpCost moe_experts_cost(const backend::MoeExpertsArgs& a, const Tensor& x, const Tensor& out) {
+  const double weight_bytes = static_cast<double>(itemsize(a.weight_dtype));
+  const double per_expert = 3.0 * static_cast<double>(a.hidden) * weight_bytes;  // gate, up, down
+  std::vector<bool> used(static_cast<size_t>(a.num_experts), false);
+  const int64_t slots = a.tokens * a.top_k;
+  double inter_used = 0;
+  for (int64_t i = 0; i < slots; ++i) used[static_cast<size_t>(a.ids[i])] = true;
+  OpCost c{tensor_bytes({&x, &out}), 0};
+  for (int64_t e = 0; e < a.num_experts; ++e) {
+    if (used[static_cast<size_t>(e)]) c.bytes += per_expert * static_cast<double>(a.experts[e].inter);
+  }
+  for (int64_t i = 0; i < slots; ++i) inter_used += static_cast<double>(a.experts[a.ids[i]].inter);
+  c.flops = 2.0 * 3.0 * static_cast<double>(a.hidden) * inter_used;
+  if (a.shared != nullptr) {
+    const double shared = 3.0 * static_cast<double>(a.hidden) * static_cast<double>(a.shared->inter);
+    c.bytes += shared * weight_bytes;
+    c.flops += 2.0 * shared * static_cast<double>(a.tokens);
+  }
+  return c;
+}
+
+}  // namespace
 
 MoePermutation moe_permute(const Tensor& ids, int64_t num_experts) {
   constexpr const char* op = "moe_permute";
@@ -164,6 +193,7 @@ MoePermutation moe_permute(const Tensor& ids, int64_t num_experts) {
   a.token_index = p.token_index.data<int64_t>();
   a.slot = p.slot.data<int64_t>();
   a.offs = p.offs.data<int32_t>();
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&id, &p.token_index, &p.slot, &p.offs}), 0}; });
   backend::moe_kernels.on(id.device(), op).permute(current_context(), a);
   return p;
 }
@@ -270,6 +300,7 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
   a.act_dtype = x.dtype();
   a.x = xc.data_ptr();
   a.out = out.data_ptr();
+  const OpProfile profile(op, [&] { return moe_experts_cost(a, xc, out); });
   backend::moe_kernels.on(xc.device(), op).experts(current_context(), a);
   return out;
 }

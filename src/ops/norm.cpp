@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/norm.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/elementwise.h"
@@ -83,6 +84,7 @@ Tensor run_rms_norm(const char* op, backend::RmsNormKind kind, const Tensor& inp
   Tensor out = Tensor::empty(input.sizes(), out_dtype);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
   const auto kernel = backend::norm_kernels.on(x.device(), op).rms_norm;
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&x, &out, &weight, &gate}), 0}; });
   kernel(current_context(),
          {kind, compute, x.dtype(), x.data_ptr(), out_dtype, out.data_ptr(), rows, cols,
           weight.defined() ? weight.data_ptr() : nullptr, gate.defined() ? gate.data_ptr() : nullptr, weighted_dtype,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/reduce.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
@@ -19,6 +20,7 @@ using backend::ReduceKind;
 void run_reduce(const char* op, ReduceKind kind, const Tensor& input, const std::vector<bool>& reduced,
                 const Tensor& values, const Tensor& indices, double divisor = 1.0) {
   const auto kernel = backend::reduce_kernels.on(input.device(), op).reduce;
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&input, &values}), 0}; });
   kernel(current_context(), {kind, input, reduced, values, indices, divisor});
 }
 

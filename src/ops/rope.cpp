@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "backend/rope.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
@@ -120,6 +121,7 @@ Tensor apply_rotary_emb_cos_sin(const Tensor& x, const Tensor& cos, const Tensor
   const int64_t tokens = x.numel() == 0 ? 0 : x.numel() / (heads * head_dim);
   const int64_t table_rows = cos.numel() / cos.size(-1);
   if (tokens == 0) return out;
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&xc, &out}), 0}; });
   backend::rope_kernels.on(xc.device(), op)
       .rope(current_context(), {x.dtype(), xc.data_ptr(), out.data_ptr(), tokens, heads, head_dim, rd, c.data_ptr(),
                                 s.data_ptr(), table_rows, interleaved});

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/scaled_mm.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
@@ -97,6 +98,9 @@ Tensor run_scaled_mm(const char* op, const Tensor& a, const Tensor& b, const Ten
   Tensor out = empty({M, N}, plan.out_dtype);
   if (M == 0 || N == 0) return out;
   const auto kernel = backend::scaled_mm_kernels.on(a.device(), op).scaled_mm;
+  const OpProfile profile(op, [&] {
+    return OpCost{tensor_bytes({&a, &b, &out}), 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(a.size(1))};
+  });
   kernel(current_context(), {a, b, scale_a, scale_b, plan.rowwise, plan.bias, plan.output_multiplier, out});
   return out;
 }

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "backend/softmax.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
@@ -38,6 +39,7 @@ Tensor softmax_impl(const char* op, const Tensor& input, int64_t dim, std::optio
   const int64_t size = ndim == 0 ? 1 : x.size(d);
 
   const auto kernel = backend::softmax_kernels.on(x.device(), op).softmax;
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&x, &out}), 0}; });
   const ExecutionContext ctx = current_context();
   if (inner > 1 && is_reduced_float(want)) {
     // The strided path runs in float32 and float64 only: widen, then store narrow.

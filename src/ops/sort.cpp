@@ -1,6 +1,7 @@
 // Front ends of sort, argsort and topk: validation, output shapes, 0-dim inputs, then
 // the sort table's kernel (backend/sort.h).
 #include "backend/sort.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
@@ -18,6 +19,7 @@ void check_sortable(const Tensor& input, const char* op) {
 void run_sort(const char* op, const Tensor& input, int64_t dim, int64_t k, bool descending, bool order_selected,
               const ValuesIndices& out) {
   const auto kernel = backend::sort_kernels.on(input.device(), op).sort;
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&input, &out.values, &out.indices}), 0}; });
   kernel(current_context(), {input, dim, k, descending, order_selected, out.values, out.indices});
 }
 
