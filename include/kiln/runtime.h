@@ -61,6 +61,19 @@ BandwidthResult measure_memory_bandwidth(ThreadPool& pool, size_t buffer_bytes =
 // cached.
 double measure_read_bandwidth_gbps(ThreadPool& pool, const void* data, size_t bytes);
 
+struct ComputeResult {
+  double f32_gflops_1thread = 0;  // median over repeats, 1 GFLOP = 1e9 FLOPs, FMA = 2
+  double f32_gflops_all = 0;      // every pool thread running FMAs at once
+  int threads = 0;
+  int repeats = 0;
+  // The CPU has a bf16 dot instruction (AVX512_BF16). kiln's bf16 kernels widen to
+  // float32 and use FMAs, so the float32 peak is their compute roofline either way.
+  bool bf16_dot_available = false;
+};
+// Peak float32 FMA rate: independent FMA chains on registers, on every pool thread at
+// once, `iterations` rounds of 12 vector FMAs per pass (the default is ~50 ms a pass).
+ComputeResult measure_peak_compute(ThreadPool& pool, int64_t iterations = 20'000'000, int repeats = 5);
+
 struct CudaAvailability {
   bool usable = false;
   std::string reason;  // why not usable, or a summary when usable
@@ -82,6 +95,7 @@ struct DoctorReport {
   std::string kiln_num_threads_env;  // empty when unset
   BlasInfo blas;
   BandwidthResult bandwidth;
+  ComputeResult compute;
   AllocatorStats allocator;  // read after the bandwidth probe, so it shows its buffer
   CudaAvailability cuda;
 };

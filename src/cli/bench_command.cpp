@@ -24,7 +24,8 @@ void register_bench_command(CLI::App& app, CommandList& commands) {
                         ThreadPool& pool = context.pool();
                         size_t probe_bytes = *quick ? size_t{64} << 20 : 0;
                         BandwidthResult before = measure_memory_bandwidth(pool, probe_bytes, *quick ? 3 : 7);
-                        bench::Table table(before.read_gbps_all);
+                        const ComputeResult compute = measure_peak_compute(pool, *quick ? 2'000'000 : 20'000'000);
+                        bench::Table table(before.read_gbps_all, compute.f32_gflops_all);
                         int ran = 0;
                         for (const bench::Suite& s : bench::registry()) {
                           if (!filter->empty() && s.name.find(*filter) == std::string::npos) continue;
@@ -33,8 +34,11 @@ void register_bench_command(CLI::App& app, CommandList& commands) {
                         }
                         BandwidthResult after = measure_memory_bandwidth(pool, probe_bytes, *quick ? 3 : 7);
                         fmt::print("roofline: {:.1f} GB/s read with {} threads before the suites, {:.1f} GB/s after "
-                                   "(fractions use the first)\n\n",
+                                   "(fractions use the first)\n",
                                    before.read_gbps_all, before.threads, after.read_gbps_all);
+                        fmt::print("compute roofline: {:.1f} GFLOP/s float32 FMA with {} threads ({:.1f} on one); "
+                                   "\"of peak\" uses it\n\n",
+                                   compute.f32_gflops_all, compute.threads, compute.f32_gflops_1thread);
                         fmt::print("{}", table.format());
                         if (ran == 0) {
                           fmt::print(stderr, "kiln bench: no suite matches '{}'\n", *filter);

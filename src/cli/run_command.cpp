@@ -140,7 +140,16 @@ int run(const RunOptions& o) {
     }
     fmt::print(stderr, "\n");
   }
-  if (o.profile) fmt::print(stderr, "{}", profile.format(roofline_gbps));
+  if (o.profile) {
+    double peak_gflops = 0;
+    if (!o.no_probe) {
+      const ExecutionContext context = current_context();
+      const ComputeResult peak = measure_peak_compute(context.pool());
+      peak_gflops = peak.f32_gflops_all;
+      fmt::print(stderr, "compute roofline: {:.1f} GFLOP/s float32 FMA ({} threads)\n", peak_gflops, peak.threads);
+    }
+    fmt::print(stderr, "{}", profile.format(roofline_gbps, peak_gflops));
+  }
   fmt::print(stderr, "memory: peak resident {:.2f} GiB, peak kiln allocations {:.2f} GiB\n", gib(peak_rss),
              gib(static_cast<double>(alloc.peak_allocated_bytes)));
   return 0;

@@ -54,6 +54,8 @@ DoctorReport collect_doctor_report(ThreadPool& pool, size_t bandwidth_buffer_byt
   if (const char* env = std::getenv("KILN_NUM_THREADS")) report.kiln_num_threads_env = env;
   report.blas = blas_info();
   report.bandwidth = measure_memory_bandwidth(pool, bandwidth_buffer_bytes, bandwidth_repeats);
+  // Tests probe a small buffer; they get a short compute probe too.
+  report.compute = bandwidth_buffer_bytes != 0 ? measure_peak_compute(pool, 200'000, 3) : measure_peak_compute(pool);
   report.allocator = allocator_stats();
   report.cuda = cuda_availability();
   return report;
@@ -88,6 +90,13 @@ std::string format_doctor_report(const DoctorReport& r) {
                    bw.read_gbps_1thread, bw.read_gbps_all, bw.threads, bw.repeats,
                    format_bytes(static_cast<int64_t>(bw.buffer_bytes))));
   text += fmt::format("{:<14}(the roofline every benchmark reports against)\n", "");
+  const ComputeResult& c = r.compute;
+  line("Compute", fmt::format("float32 FMA {:.1f} GFLOP/s (1 thread), {:.1f} GFLOP/s ({} threads); median of {} "
+                              "passes",
+                              c.f32_gflops_1thread, c.f32_gflops_all, c.threads, c.repeats));
+  text += fmt::format("{:<14}(the compute roofline of prefill; bf16 dot instruction {}: kiln's bf16 kernels widen "
+                      "to float32)\n",
+                      "", c.bf16_dot_available ? "present" : "absent");
   line("Allocator",
        fmt::format("allocated {} (peak {}), reserved {} (peak {}), {} allocations, {} cache hits",
                    format_bytes(a.allocated_bytes), format_bytes(a.peak_allocated_bytes),
@@ -126,6 +135,12 @@ std::string doctor_report_json(const DoctorReport& r) {
         {"threads", r.bandwidth.threads},
         {"buffer_bytes", r.bandwidth.buffer_bytes},
         {"repeats", r.bandwidth.repeats}}},
+      {"compute",
+       {{"f32_gflops_1thread", r.compute.f32_gflops_1thread},
+        {"f32_gflops_all", r.compute.f32_gflops_all},
+        {"threads", r.compute.threads},
+        {"repeats", r.compute.repeats},
+        {"bf16_dot_available", r.compute.bf16_dot_available}}},
       {"allocator",
        {{"allocated_bytes", r.allocator.allocated_bytes},
         {"peak_allocated_bytes", r.allocator.peak_allocated_bytes},

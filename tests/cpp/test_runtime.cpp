@@ -99,18 +99,30 @@ TEST(Runtime, CudaAvailabilityExplainsItself) {
   }
 }
 
+TEST(Runtime, PeakComputeProbeMeasuresAndValidates) {
+  ThreadPool pool(2);
+  const ComputeResult r = measure_peak_compute(pool, 100'000, 3);
+  EXPECT_GT(r.f32_gflops_1thread, 0.0);
+  EXPECT_GT(r.f32_gflops_all, 0.0);
+  EXPECT_EQ(r.threads, 2);
+  EXPECT_EQ(r.repeats, 3);
+  EXPECT_THROW(measure_peak_compute(pool, 100, 0), Error);
+  EXPECT_THROW(measure_peak_compute(pool, 0, 1), Error);
+}
+
 TEST(Runtime, DoctorReportHasTheKeyLines) {
   ThreadPool pool(2);
   const DoctorReport report = collect_doctor_report(pool, size_t{8} << 20, 3);
   const std::string text = format_doctor_report(report);
   for (const char* key : {"kiln ", "CPU", "ISA features", "SIMD target", "Threads", "Memory", "LLC", "BLAS",
-                          "LAPACK", "Bandwidth", "GB/s", "roofline", "Allocator", "CUDA"}) {
+                          "LAPACK", "Bandwidth", "GB/s", "roofline", "Compute", "GFLOP/s", "Allocator", "CUDA"}) {
     EXPECT_NE(text.find(key), std::string::npos) << key << " missing from:\n" << text;
   }
   EXPECT_NE(text.find(report.simd_target), std::string::npos);
   EXPECT_NE(text.find(report.cuda.reason), std::string::npos);
   EXPECT_EQ(report.pool_threads, 2);
   EXPECT_GT(report.bandwidth.read_gbps_all, 0.0);
+  EXPECT_GT(report.compute.f32_gflops_all, 0.0);
 
   const nlohmann::json json = nlohmann::json::parse(doctor_report_json(report));
   EXPECT_EQ(json["version"], kiln_version());
@@ -120,4 +132,5 @@ TEST(Runtime, DoctorReportHasTheKeyLines) {
   EXPECT_EQ(json["cuda"]["usable"], false);
   EXPECT_EQ(json["cuda"]["reason"], report.cuda.reason);
   EXPECT_GT(json["bandwidth"]["read_gbps_all"].get<double>(), 0.0);
+  EXPECT_GT(json["compute"]["f32_gflops_all"].get<double>(), 0.0);
 }

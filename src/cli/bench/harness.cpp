@@ -46,16 +46,19 @@ std::string format_time(double s) {
 }  // namespace
 
 std::string Table::format() const {
-  std::string out = fmt::format("{:<28} {:<22} {:>10} {:>10} {:>9} {:>10} {:>7}  {:<30} {}\n", "benchmark", "shape",
-                                "median", "GB/s", "roofline", "GFLOP/s", "vs base", "baseline", "target");
+  std::string out = fmt::format("{:<28} {:<22} {:>10} {:>10} {:>9} {:>10} {:>8} {:>7}  {:<30} {}\n", "benchmark",
+                                "shape", "median", "GB/s", "roofline", "GFLOP/s", "of peak", "vs base", "baseline",
+                                "target");
   for (const Row& r : rows_) {
     std::string gb = r.bytes > 0 ? fmt::format("{:.1f}", gbps(r)) : "-";
     std::string frac = r.bytes > 0 ? fmt::format("{:.2f}", roofline_fraction(r)) : "-";
-    std::string gf = r.flops > 0 ? fmt::format("{:.1f}", r.flops / r.timing.median_s / 1e9) : "-";
+    const double gflops = r.flops > 0 ? r.flops / r.timing.median_s / 1e9 : 0;
+    std::string gf = gflops > 0 ? fmt::format("{:.1f}", gflops) : "-";
+    std::string peak = gflops > 0 && peak_gflops_ > 0 ? fmt::format("{:.2f}", gflops / peak_gflops_) : "-";
     std::string vs = r.baseline_s ? fmt::format("{:.1f}x", *r.baseline_s / r.timing.median_s) : "-";
     std::string target = r.has_target ? fmt::format("{} ({})", r.target, r.target_met ? "met" : "MISSED") : "";
-    out += fmt::format("{:<28} {:<22} {:>10} {:>10} {:>9} {:>10} {:>7}  {:<30} {}\n", r.group, r.shape,
-                       format_time(r.timing.median_s), gb, frac, gf, vs, r.baseline_label, target);
+    out += fmt::format("{:<28} {:<22} {:>10} {:>10} {:>9} {:>10} {:>8} {:>7}  {:<30} {}\n", r.group, r.shape,
+                       format_time(r.timing.median_s), gb, frac, gf, peak, vs, r.baseline_label, target);
   }
   return out;
 }

@@ -55,9 +55,12 @@ struct Row {
 
 class Table {
  public:
-  explicit Table(double roofline_gbps) : roofline_gbps_(roofline_gbps) {}
+  // peak_gflops: the compute roofline (0 when not measured).
+  explicit Table(double roofline_gbps, double peak_gflops = 0)
+      : roofline_gbps_(roofline_gbps), peak_gflops_(peak_gflops) {}
   void add(Row row) { rows_.push_back(std::move(row)); }
   double roofline_gbps() const { return roofline_gbps_; }
+  double peak_gflops() const { return peak_gflops_; }
   // GB/s of a row (0 without bytes) and its fraction of the roofline.
   double gbps(const Row& r) const;
   double roofline_fraction(const Row& r) const;
@@ -66,6 +69,7 @@ class Table {
 
  private:
   double roofline_gbps_;
+  double peak_gflops_;
   std::vector<Row> rows_;
 };
 
