@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/bench/harness.h"
+#include "cli/bench/llm_bench.h"
 #include "cli/commands.h"
 #include "kiln/context.h"
 #include "kiln/runtime.h"
@@ -18,7 +19,28 @@ void register_bench_command(CLI::App& app, CommandList& commands) {
   auto quick = std::make_shared<bool>(false);
   cmd->add_option("--filter", *filter, "Run only suites whose name contains this text");
   cmd->add_flag("--quick", *quick, "Fewer shapes and shorter timing");
-  commands.push_back({cmd, [filter, quick] {
+  auto llm = std::make_shared<bool>(false);
+  auto llm_options = std::make_shared<bench::LlmBenchOptions>();
+  cmd->add_flag("--llm", *llm,
+                "Whole-model decode and prefill on synthetic Qwen3-30B-A3B (12 layers) and LFM2-8B-A1B checkpoints, "
+                "BF16 and FP8, instead of the kernel suites (--filter picks the model)");
+  cmd->add_option("--llm-layers", llm_options->layers, "With --llm: at most this many layers per model")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cmd->add_option("--llm-dir", llm_options->dir,
+                  "With --llm: write the checkpoints here and keep them for later runs (default: a temporary folder)");
+  cmd->add_option("--llm-prompt", llm_options->prefill_tokens, "With --llm: prefill length in tokens (default 512)")
+      ->check(CLI::Range(int64_t{16}, int64_t{8192}));
+  cmd->add_option("--llm-steps", llm_options->decode_steps, "With --llm: decode steps per run (default 32)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  commands.push_back({cmd, [filter, quick, llm, llm_options] {
+                        if (*llm) {
+                          const ExecutionContext context = current_context();
+                          bench::LlmBenchOptions o = *llm_options;
+                          o.filter = *filter;
+                          o.quick = *quick;
+                          if (*quick) o.repeats = 1;
+                          return bench::run_llm_bench(context.pool(), o);
+                        }
                         // Held for the whole run, so the suites and both probes share one pool.
                         const ExecutionContext context = current_context();
                         ThreadPool& pool = context.pool();
