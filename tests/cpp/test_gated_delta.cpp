@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kiln/ops/composite.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/gated_delta.h"
@@ -320,6 +321,43 @@ TEST(GatedDeltaRule, BadInputs) {
   expect_error([&] { gated_delta_rule(zeros({2, 2, 4}, DType::Int64), q, v, g, g, state); }, T,
                "expected q of dtype float32");
   expect_error([&] { gated_delta_rule(q, q, v, g, g, state, true, INFINITY); }, V, "scale must be finite");
+}
+
+// ------------------------------------------------------------------ composites
+
+// The fused kernels against their unfused composites (kiln::composite), states included.
+// Same bounds as against the float64 references: both sides are float32.
+TEST(GatedDeltaComposite, FusedMatchesComposite) {
+  std::mt19937 rng(8);
+  for (int64_t T : {0, 1, 6}) {
+    SCOPED_TRACE(::testing::Message() << "T " << T);
+    const int64_t C = 37, K = 4;
+    Tensor x = random_tensor({T, C}, rng), w = random_tensor({C, 1, K}, rng);
+    Tensor s1 = random_tensor({K - 1, C}, rng), s2 = s1.clone();
+    const Vec fused = values(causal_conv1d(x, w, s1)), unfused = values(composite::causal_conv1d(x, w, s2));
+    for (size_t i = 0; i < fused.size(); ++i) EXPECT_NEAR(fused[i], unfused[i], 4 * (K + 2) * kU * 8);
+    EXPECT_EQ(values(s1), values(s2));
+
+    Tensor a = random_tensor({T, 4}, rng, 5.0), b = random_tensor({T, 4}, rng, 5.0);
+    Tensor A_log = random_tensor({4}, rng), dt = random_tensor({4}, rng);
+    const DeltaGates gf = gated_delta_gates(a, b, A_log, dt), gu = composite::gated_delta_gates(a, b, A_log, dt);
+    const Vec g1 = values(gf.g), g2 = values(gu.g), b1 = values(gf.beta), b2 = values(gu.beta);
+    for (size_t i = 0; i < g1.size(); ++i) {
+      EXPECT_NEAR(g1[i], g2[i], 16 * kU * (1 + std::abs(g2[i])));
+      EXPECT_NEAR(b1[i], b2[i], 8 * kU);
+    }
+
+    const int64_t Hk = 2, Hv = 4, dk = 16, dv = 8;
+    RuleInputs in = rule_inputs(T, Hk, Hv, dk, dv, rng);
+    Tensor st1 = in.state.clone(), st2 = in.state.clone();
+    const RuleReference ref = rule_reference(values(in.q), values(in.k), values(in.v), values(in.g), values(in.beta),
+                                             values(in.state), T, Hk, Hv, dk, dv, true, 1.0 / std::sqrt(16.0));
+    Tensor fused_out = gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, st1);
+    Tensor unfused_out = composite::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, st2);
+    EXPECT_EQ(unfused_out.sizes(), fused_out.sizes());
+    expect_rule_close(fused_out, st1, ref, T, dk, dv);
+    expect_rule_close(unfused_out, st2, ref, T, dk, dv);
+  }
 }
 
 }  // namespace

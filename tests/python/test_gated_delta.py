@@ -115,3 +115,20 @@ def test_chat_prompt_thinking_switch(tmp_path):
     assert model.tokenizer.chat_prompt("Hi", enable_thinking=False) == on + "<think>\n\n</think>\n\n"
     text = model.generate("Hi", max_new_tokens=2, chat=True, enable_thinking=False, return_details=True)
     assert text["prompt_tokens"] > len(model.tokenizer.encode(on, add_special_tokens=False))
+
+
+def test_composites_match_fused():
+    T, Hk, Hv, dk, dv = 5, 1, 2, 8, 4
+    q, key, v = RNG.normal(size=(T, Hk, dk)), RNG.normal(size=(T, Hk, dk)), RNG.normal(size=(T, Hv, dv))
+    g, beta = -np.abs(RNG.normal(size=(T, Hv))), RNG.uniform(0, 1, size=(T, Hv))
+    S0 = RNG.normal(size=(Hv, dk, dv))
+    s1, s2 = k(S0), k(S0)
+    fused = kiln.gated_delta_rule(k(q), k(key), k(v), k(g), k(beta), s1)
+    unfused = kiln.composite.gated_delta_rule(k(q), k(key), k(v), k(g), k(beta), s2)
+    np.testing.assert_allclose(fused.numpy(), unfused.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(s1.numpy(), s2.numpy(), rtol=1e-4, atol=1e-4)
+    x, w, st = RNG.normal(size=(3, 9)), RNG.normal(size=(9, 4)), RNG.normal(size=(3, 9))
+    c1, c2 = k(st), k(st)
+    np.testing.assert_allclose(kiln.causal_conv1d(k(x), k(w), c1).numpy(),
+                               kiln.composite.causal_conv1d(k(x), k(w), c2).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(c1.numpy(), c2.numpy())
