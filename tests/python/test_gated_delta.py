@@ -2,6 +2,9 @@
 kiln.gated_delta_rule) against numpy float64 references, and the hybrid models through
 kiln.llm."""
 
+import os
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -132,3 +135,22 @@ def test_composites_match_fused():
     np.testing.assert_allclose(kiln.causal_conv1d(k(x), k(w), c1).numpy(),
                                kiln.composite.causal_conv1d(k(x), k(w), c2).numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(c1.numpy(), c2.numpy())
+
+
+CLI = os.path.join(os.path.dirname(kiln.__file__), "..", "..", "kiln")
+
+
+@pytest.mark.skipif(not os.path.exists(CLI), reason="the kiln executable is not next to the module")
+@pytest.mark.parametrize("arch", ["qwen3", "qwen3_next", "qwen3_5_moe"])
+def test_cli_makes_and_runs_the_new_architectures(tmp_path, arch):
+    out = str(tmp_path / arch)
+    made = subprocess.run([CLI, "make-model", "--arch", arch, "--preset", "tiny", "--out", out],
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    ran = subprocess.run([CLI, "run", "--model", out, "--prompt", "The kiln", "-n", "4", "--chat", "--no-thinking",
+                          "--no-roofline", "--max-context", "64"], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert f"model: {arch} (" in ran.stderr
+    # The per-sequence state line: K/V for the 64-token context, plus the DeltaNet state.
+    assert "state: " in ran.stderr and "K/V cache for 64 tokens" in ran.stderr
+    assert "stop: " in ran.stderr
