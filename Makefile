@@ -72,5 +72,14 @@ bench: build
 hostile-sweep: build
 	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) scripts/hostile-sweep $(SWEEP_ARGS)
 
+# kiln's logits against Hugging Face transformers' modeling code on the tiny synthetic
+# checkpoints of every architecture. Needs a Python with torch and transformers from PyPI
+# (not in `make test`): python3 -m venv build/hf-venv && build/hf-venv/bin/pip install
+# torch transformers safetensors
+HF_PYTHON := build/hf-venv/bin/python
+.PHONY: check-hf
+check-hf: build
+	KILN_PYTHONPATH=$(BUILD_DIR)/python $(HF_PYTHON) scripts/hf_reference_check.py
+
 clean:
 	rm -rf build

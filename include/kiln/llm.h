@@ -1,7 +1,8 @@
 // kiln's LLM runtime: load a Hugging Face checkpoint folder (config.json, safetensors,
 // tokenizer.json), run it one sequence at a time with a KV cache, sample, and stream
-// text. Supported families: Qwen3-MoE (`qwen3_moe`) and LFM2-MoE (`lfm2_moe`)
-// (spec/models.md §1, §3), stored float32 / bfloat16 / float16, or Hugging Face FP8
+// text. Supported families: Qwen3-MoE (`qwen3_moe`), LFM2-MoE (`lfm2_moe`), dense Qwen3
+// (`qwen3`), Qwen3-Next (`qwen3_next`) and Qwen3.5/3.6-MoE (`qwen3_5_moe`, text tower)
+// (spec/models.md §1-§4), stored float32 / bfloat16 / float16, or Hugging Face FP8
 // with 128x128 block scales (§5).
 //
 // Numerics: the residual stream, norms, RoPE, routing scores, expert sums and logits
@@ -73,7 +74,7 @@ struct Fp8QuantizationReport {
 };
 
 struct ModelInfo {
-  std::string arch;        // "Qwen3MoeForCausalLM", "Lfm2MoeForCausalLM"
+  std::string arch;        // "Qwen3MoeForCausalLM", "Lfm2MoeForCausalLM", "Qwen3NextForCausalLM", ...
   std::string model_type;  // "qwen3_moe", "lfm2_moe"
   int64_t num_layers = 0;
   int64_t num_attention_layers = 0;
@@ -85,6 +86,10 @@ struct ModelInfo {
   std::string weight_dtypes;  // what the linear weights are in memory: "bfloat16", "float8_e4m3fn (row scales)", ...
   DType cache_dtype = DType::Float32;
   int64_t max_context = 0;
+  // Per-sequence state: the K/V cache for max_context tokens, and the fixed state of
+  // short-conv and Gated DeltaNet layers (conv history, recurrent state).
+  int64_t kv_cache_bytes = 0;
+  int64_t fixed_state_bytes = 0;
   int64_t parameter_count = 0;        // weights as in the checkpoint (tied ones once; no scales)
   int64_t resident_weight_bytes = 0;  // bytes of every weight and scale the model holds
   double load_seconds = 0.0;
@@ -150,7 +155,9 @@ class Model {
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
   // ChatML prompt text for one user turn (and an optional system message).
-  std::string chat_prompt(std::string_view user, std::string_view system = "") const;
+  // enable_thinking = false pre-fills the empty think block (Qwen3 / Qwen3.5 templates'
+  // enable_thinking=False): "<think>\n\n</think>\n\n" after the generation prompt.
+  std::string chat_prompt(std::string_view user, std::string_view system = "", bool enable_thinking = true) const;
   // End-of-sequence ids: config.json and generation_config.json eos ids and the
   // tokenizer's end tokens, sorted, without duplicates.
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
@@ -197,6 +204,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   bool chat = false;   // wrap the prompt in the tokenizer's chat format
   std::string system;  // system message for chat (none when empty)
+  bool enable_thinking = true;  // false: chat prompts end with the empty think block
   // Receives the text as it is produced (whole UTF-8 characters); returning false stops
   // generation with stop_reason "callback".
   std::function<bool(std::string_view text)> on_text;

@@ -43,9 +43,10 @@ class Tokenizer:
         """Token ids -> text."""
         return self._model.decode(list(ids), skip_special_tokens)
 
-    def chat_prompt(self, user, system=""):
-        """The ChatML prompt text for one user turn."""
-        return self._model.chat_prompt(user, system)
+    def chat_prompt(self, user, system="", enable_thinking=True):
+        """The ChatML prompt text for one user turn; ``enable_thinking=False`` ends it with
+        the empty think block, as Qwen3 / Qwen3.5 chat templates do."""
+        return self._model.chat_prompt(user, system, enable_thinking)
 
     @property
     def eos_ids(self):
@@ -80,13 +81,16 @@ class Model:
         return self._model.forward(list(token_ids), not last_only).numpy()
 
     def generate(self, prompt, max_new_tokens=128, *, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0,
-                 repetition_penalty=1.0, seed=0, chat=False, system="", on_text=None, return_details=False):
+                 repetition_penalty=1.0, seed=0, chat=False, system="", on_text=None, return_details=False,
+                 enable_thinking=True):
         """Generates text for ``prompt`` on a new sequence. Greedy by default; sampling with
         ``temperature`` > 0 (then ``top_k``, ``top_p``, ``min_p``, ``seed``). ``on_text(piece)``
-        receives the text as it is produced (return False to stop). Returns the text, or a
+        receives the text as it is produced (return False to stop). ``enable_thinking=False``
+        (with ``chat``) pre-fills the empty think block. Returns the text, or a
         dict with tokens, timings and the stop reason when ``return_details``."""
         result = self._model.generate(prompt, max_new_tokens, temperature, top_k, top_p, min_p,
-                                      repetition_penalty, _checked_seed(seed), chat, system, on_text)
+                                      repetition_penalty, _checked_seed(seed), chat, system, on_text,
+                                      enable_thinking)
         return result if return_details else result["text"]
 
 
@@ -104,6 +108,7 @@ def load(path, dtype="as-stored", *, max_context=0, cache_dtype=None):
 def make_model(out_dir, arch="qwen3_moe", preset="tiny", *, layers=None, fp8=False, seed=0):
     """Writes a deterministic synthetic checkpoint in the exact Hugging Face layout (what
     ``kiln make-model`` writes): random weights, so its text is meaningless. arch:
-    "qwen3_moe" or "lfm2_moe"; preset: "tiny", "demo", "qwen3-30b-a3b", "lfm2-8b-a1b";
+    "qwen3_moe", "lfm2_moe", "qwen3", "qwen3_next" or "qwen3_5_moe"; preset: "tiny", "demo",
+    "qwen3-30b-a3b", "lfm2-8b-a1b", "qwen3-8b", "qwen3-next-80b-a3b", "qwen3.5-35b-a3b";
     fp8 writes a block-scaled FP8 checkpoint."""
     _kiln._make_synthetic_model(str(out_dir), arch, preset, layers, fp8, _checked_seed(seed))

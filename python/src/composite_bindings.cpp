@@ -37,6 +37,14 @@ void bind_composite(py::module_& parent) {
                                   MoeExperts::from_fused(gate_up_proj, down_proj, gate_up_scale, down_scale));
   }, py::arg("x"), py::arg("weights"), py::arg("ids"), py::arg("gate_up_proj"), py::arg("down_proj"), py::kw_only(),
         py::arg("gate_up_scale") = py::none(), py::arg("down_scale") = py::none());
+  m.def("causal_conv1d", [](const Tensor& x, const Tensor& weight, Tensor conv_state, const std::string& activation) {
+    return composite::causal_conv1d(x, weight, conv_state, activation);
+  }, py::arg("x"), py::arg("weight"), py::arg("conv_state"), py::arg("activation") = "silu");
+  m.def("gated_delta_rule", [](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                               Tensor state, bool use_qk_l2norm_in_kernel, std::optional<double> scale) {
+    return composite::gated_delta_rule(q, k, v, g, beta, state, use_qk_l2norm_in_kernel, scale);
+  }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("beta"), py::arg("state"),
+        py::arg("use_qk_l2norm_in_kernel") = true, py::arg("scale") = py::none());
 }
 
 }  // namespace kiln::python

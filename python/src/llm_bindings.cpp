@@ -44,6 +44,8 @@ py::dict info_dict(const llm::ModelInfo& i) {
   d["weight_dtypes"] = i.weight_dtypes;
   d["cache_dtype"] = std::string(dtype_name(i.cache_dtype));
   d["max_context"] = i.max_context;
+  d["kv_cache_bytes"] = i.kv_cache_bytes;
+  d["fixed_state_bytes"] = i.fixed_state_bytes;
   d["parameter_count"] = i.parameter_count;
   d["resident_weight_bytes"] = i.resident_weight_bytes;
   d["load_seconds"] = i.load_seconds;
@@ -102,15 +104,17 @@ void bind_llm(py::module_& m) {
       .def("decode", [](const llm::Model& model, const py::object& ids, bool skip_special_tokens) {
         return model.decode(to_ids(ids), skip_special_tokens);
       }, py::arg("ids"), py::arg("skip_special_tokens"))
-      .def("chat_prompt", &llm::Model::chat_prompt, py::arg("user"), py::arg("system"))
+      .def("chat_prompt", &llm::Model::chat_prompt, py::arg("user"), py::arg("system"),
+           py::arg("enable_thinking") = true)
       .def("generate", [](llm::Model& model, const std::string& prompt, int64_t max_new_tokens, double temperature,
                           int64_t top_k, double top_p, double min_p, double repetition_penalty, uint64_t seed,
-                          bool chat, const std::string& system, const py::object& on_text) {
+                          bool chat, const std::string& system, const py::object& on_text, bool enable_thinking) {
         llm::GenerateOptions o;
         o.max_new_tokens = max_new_tokens;
         o.sampling = {temperature, top_k, top_p, min_p, repetition_penalty, seed};
         o.chat = chat;
         o.system = system;
+        o.enable_thinking = enable_thinking;
         if (!on_text.is_none()) {
           o.on_text = [&on_text](std::string_view text) {
             py::gil_scoped_acquire acquire;
@@ -135,7 +139,7 @@ void bind_llm(py::module_& m) {
         return d;
       }, py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"),
          py::arg("min_p"), py::arg("repetition_penalty"), py::arg("seed"), py::arg("chat"), py::arg("system"),
-         py::arg("on_text"));
+         py::arg("on_text"), py::arg("enable_thinking") = true);
 }
 
 }  // namespace kiln::python

@@ -8,6 +8,7 @@ void bind_reduce(py::module_& m);
 void bind_shape_index(py::module_& m);
 void bind_nn(py::module_& m);
 void bind_matmul_family(py::module_& m);
+void bind_gated_delta(py::module_& m);
 
 void bind_ops(py::module_& m) {
   bind_elementwise(m);
@@ -15,6 +16,7 @@ void bind_ops(py::module_& m) {
   bind_shape_index(m);
   bind_nn(m);
   bind_matmul_family(m);
+  bind_gated_delta(m);
 }
 
 }  // namespace kiln::python

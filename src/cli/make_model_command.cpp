@@ -1,4 +1,4 @@
-// `kiln make-model --arch qwen3_moe|lfm2_moe --preset NAME [--layers N] [--fp8] --out DIR
+// `kiln make-model --arch qwen3_moe|lfm2_moe|qwen3|qwen3_next|qwen3_5_moe --preset NAME [--layers N] [--fp8] --out DIR
 // [--seed S]`: writes a synthetic Hugging Face checkpoint folder (see kiln/llm_synthetic.h).
 #include <fmt/core.h>
 #include <unistd.h>
@@ -18,8 +18,9 @@ void register_make_model_command(CLI::App& app, CommandList& commands) {
       "make-model", "Write a synthetic checkpoint (real tensor names and shapes, random weights) for tests and demos");
   auto options = std::make_shared<llm::SyntheticModelOptions>();
   auto layers = std::make_shared<int64_t>(0);
-  cmd->add_option("--arch", options->arch, "Architecture: qwen3_moe or lfm2_moe")->required();
-  cmd->add_option("--preset", options->preset, "tiny, demo, qwen3-30b-a3b (qwen3_moe) or lfm2-8b-a1b (lfm2_moe)")
+  cmd->add_option("--arch", options->arch, "Architecture: qwen3_moe, lfm2_moe, qwen3, qwen3_next or qwen3_5_moe")->required();
+  cmd->add_option("--preset", options->preset, "tiny, demo (qwen3_moe, lfm2_moe), qwen3-30b-a3b, lfm2-8b-a1b, qwen3-8b, qwen3-next-80b-a3b or "
+                  "qwen3.5-35b-a3b")
       ->required();
   CLI::Option* layers_option = cmd->add_option("--layers", *layers, "Keep only the first N layers of the preset");
   cmd->add_flag("--fp8", options->fp8, "Write a Hugging Face FP8 block-scaled checkpoint");

@@ -34,6 +34,7 @@ struct RunOptions {
   std::string cache_dtype;
   int64_t max_context = 0;
   bool chat = false;
+  bool no_thinking = false;
   std::string system;
   llm::SamplingParams sampling;
   bool no_probe = false;
@@ -92,6 +93,10 @@ int run(const RunOptions& o) {
   fmt::print(stderr, "model: {} ({}), {} layers, {} experts (top {}), {:.2f} B parameters, weights {} ({:.2f} GiB)\n",
              info.model_type, info.arch, info.num_layers, info.num_experts, info.experts_per_token,
              info.parameter_count / 1e9, info.weight_dtypes, gib(static_cast<double>(info.resident_weight_bytes)));
+  fmt::print(stderr, "state: {:.3f} GiB per sequence (K/V cache for {} tokens {:.3f} GiB, fixed conv and recurrent "
+             "state {:.3f} GiB)\n", gib(static_cast<double>(info.kv_cache_bytes + info.fixed_state_bytes)),
+             info.max_context, gib(static_cast<double>(info.kv_cache_bytes)),
+             gib(static_cast<double>(info.fixed_state_bytes)));
   if (info.fp8_quantization.has_value()) {
     const llm::Fp8QuantizationReport& q = *info.fp8_quantization;
     fmt::print(stderr, "fp8: quantised {} tensors, relative error max {:.4f}, rms {:.4f}\n", q.tensors,
@@ -102,6 +107,7 @@ int run(const RunOptions& o) {
   gen.max_new_tokens = o.max_new_tokens;
   gen.sampling = o.sampling;
   gen.chat = o.chat;
+  gen.enable_thinking = !o.no_thinking;
   gen.system = o.system;
   gen.on_text = [](std::string_view text) {
     fmt::print("{}", text);
@@ -169,6 +175,8 @@ void register_run_command(CLI::App& app, CommandList& commands) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat format (ChatML)");
   cmd->add_option("--system", o->system, "System message for --chat");
+  cmd->add_flag("--no-thinking", o->no_thinking,
+                "With --chat: pre-fill the empty think block (Qwen3 / Qwen3.5 enable_thinking=False)");
   cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy (default)")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", o->sampling.top_k, "Keep the k most likely tokens (0 = off)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));

@@ -222,8 +222,8 @@ void refuse_if(const Reader& r, const char* key, bool refused_value, const char*
   if (r.has(key) && r.boolean(key, false) == refused_value) r.error(ErrorKind::NotImplemented, key, "{}", why);
 }
 
-void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
-  c.arch = Arch::Qwen3Moe;
+// Keys every Qwen family shares (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5).
+void parse_qwen_common(const Reader& r, ModelConfig& c) {
   if (r.has("hidden_act") && r.string("hidden_act") != "silu") {
     r.error(ErrorKind::NotImplemented, "hidden_act", "is '{}': only silu is supported", r.string("hidden_act"));
   }
@@ -232,11 +232,12 @@ void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
   c.head_dim = r.has("head_dim") ? r.size("head_dim", kMaxHeadDim) : 0;
   c.norm_eps = r.positive_number("rms_norm_eps");
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
-  c.norm_topk_prob = r.boolean("norm_topk_prob", false);
   c.scoring = MoeScoring::Softmax;
-  c.mixers.assign(c.num_layers, MixerKind::Attention);
+}
 
-  // Layer i is MoE iff i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
+// Layer i is MoE iff i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
+// (Qwen3-MoE and Qwen3-Next).
+void parse_sparse_layers(const Reader& r, ModelConfig& c) {
   const int64_t sparse_step = r.positive("decoder_sparse_step", 1);
   std::set<int64_t> dense_only;
   if (r.has("mlp_only_layers")) {
@@ -252,6 +253,102 @@ void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
   }
   c.moe_layers.resize(c.num_layers);
   for (int64_t i = 0; i < c.num_layers; ++i) c.moe_layers[i] = !dense_only.count(i) && (i + 1) % sparse_step == 0;
+}
+
+void parse_qwen3_moe(const Reader& r, ModelConfig& c) {
+  c.arch = Arch::Qwen3Moe;
+  parse_qwen_common(r, c);
+  c.norm_topk_prob = r.boolean("norm_topk_prob", false);
+  c.mixers.assign(c.num_layers, MixerKind::Attention);
+  parse_sparse_layers(r, c);
+}
+
+// Dense Qwen3 (Qwen3ForCausalLM, spec §4.1): Qwen3-MoE's attention, a SwiGLU in every layer.
+void parse_qwen3(const Reader& r, ModelConfig& c) {
+  c.arch = Arch::Qwen3;
+  parse_qwen_common(r, c);
+  c.mixers.assign(c.num_layers, MixerKind::Attention);
+  c.moe_layers.assign(c.num_layers, false);
+}
+
+// partial_rotary_factor at the top level (transformers v4 files) or in rope_parameters
+// (v5); transformers' default for these families is 0.25.
+int64_t parse_rotary_dim(const Reader& r, int64_t head_dim) {
+  double factor = 0.25;
+  const char* key = "partial_rotary_factor";
+  if (r.has("rope_parameters") && r.object("rope_parameters").has(key)) {
+    factor = r.object("rope_parameters").positive_number(key);
+  } else if (r.has(key)) {
+    factor = r.positive_number(key);
+  }
+  const double width = factor * static_cast<double>(head_dim);
+  // HF takes int(head_dim * factor); RoPE needs an even width of at least 2.
+  const int64_t dim = static_cast<int64_t>(width);
+  if (!(factor <= 1.0) || dim < 2 || dim % 2 != 0) {
+    r.error(ErrorKind::Value, key, "is {}: head_dim {} times it must give an even rotary width of 2..head_dim", factor,
+            head_dim);
+  }
+  return dim;
+}
+
+// layer_types ("linear_attention" / "full_attention"), or derived from
+// full_attention_interval: layer i is full attention iff (i + 1) % interval == 0.
+void parse_hybrid_layer_types(const Reader& r, ModelConfig& c) {
+  if (!r.has("layer_types")) {
+    const int64_t interval = r.positive("full_attention_interval", 4);
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      c.mixers.push_back((i + 1) % interval == 0 ? MixerKind::Attention : MixerKind::GatedDeltaNet);
+    }
+    return;
+  }
+  const json& types = r.at("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_layers) {
+    r.error(ErrorKind::Value, "layer_types", "must list one type per layer ({} = num_hidden_layers), got {}",
+            c.num_layers, types.is_array() ? std::to_string(types.size()) + " entries" : json_excerpt(types));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    const std::string type = types[i].is_string() ? types[i].get<std::string>() : json_excerpt(types[i]);
+    if (type == "linear_attention") {
+      c.mixers.push_back(MixerKind::GatedDeltaNet);
+    } else if (type == "full_attention") {
+      c.mixers.push_back(MixerKind::Attention);
+    } else {
+      r.error(ErrorKind::NotImplemented, "layer_types",
+              "[{}] is {}: kiln runs \"linear_attention\" (Gated DeltaNet) and \"full_attention\" layers", i, type);
+    }
+  }
+}
+
+// Qwen3-Next and the Qwen3.5 text tower (spec §2): gated attention with zero-centred
+// q/k norms and partial RoPE, Gated DeltaNet layers, MoE with a shared expert.
+void parse_qwen_hybrid(const Reader& r, ModelConfig& c, bool qwen35) {
+  c.arch = qwen35 ? Arch::Qwen35Moe : Arch::Qwen3Next;
+  parse_qwen_common(r, c);
+  if (c.head_dim == 0) c.head_dim = c.hidden_size / c.num_heads;
+  refuse_if(r, "attn_output_gate", false, "is false: kiln runs the gated attention these models ship");
+  c.attention_output_gate = true;
+  c.zero_centred_norms = true;
+  c.rotary_dim = parse_rotary_dim(r, c.head_dim);
+  c.delta_net.num_key_heads = r.size("linear_num_key_heads", kMaxHeads);
+  c.delta_net.num_value_heads = r.size("linear_num_value_heads", kMaxHeads);
+  c.delta_net.key_head_dim = r.size("linear_key_head_dim", kMaxHeadDim);
+  c.delta_net.value_head_dim = r.size("linear_value_head_dim", kMaxHeadDim);
+  c.delta_net.conv_kernel = r.size("linear_conv_kernel_dim", kMaxConvKernel);
+  if (c.delta_net.num_value_heads % c.delta_net.num_key_heads != 0) {
+    r.error(ErrorKind::Value, "linear_num_value_heads", "({}) must be a multiple of linear_num_key_heads ({})",
+            c.delta_net.num_value_heads, c.delta_net.num_key_heads);
+  }
+  parse_hybrid_layer_types(r, c);
+  c.shared_expert_intermediate_size = r.size("shared_expert_intermediate_size", kMaxIntermediate);
+  if (qwen35) {
+    // Qwen3_5MoeTopKRouter renormalises the top-k unconditionally; every layer is MoE.
+    c.norm_topk_prob = true;
+    c.moe_layers.assign(c.num_layers, true);
+    c.weight_prefix = "model.language_model.";
+  } else {
+    c.norm_topk_prob = r.boolean("norm_topk_prob", true);
+    parse_sparse_layers(r, c);
+  }
 }
 
 void parse_lfm2_moe(const Reader& r, ModelConfig& c) {
@@ -301,14 +398,25 @@ void parse_lfm2_moe(const Reader& r, ModelConfig& c) {
 ModelConfig parse_model_config(const std::string& config_json, const std::string& source,
                                const std::string& generation_json) {
   const json j = parse_json_object(config_json, source);
-  const Reader r(j, source);
+  const Reader top(j, source);
   ModelConfig c;
-  c.model_type = r.string("model_type");
-  if (c.model_type != "qwen3_moe" && c.model_type != "lfm2_moe") {
-    r.error(ErrorKind::NotImplemented, "model_type",
-            "is '{}': supported model types are qwen3_moe and lfm2_moe (qwen3_next, qwen3_5_moe, qwen3_5_moe_text "
-            "and dense qwen3 are not supported yet)", c.model_type);
+  c.model_type = top.string("model_type");
+  static const std::set<std::string> kSupported = {"qwen3_moe", "lfm2_moe", "qwen3", "qwen3_next", "qwen3_5_moe",
+                                                   "qwen3_5_moe_text"};
+  if (!kSupported.count(c.model_type)) {
+    top.error(ErrorKind::NotImplemented, "model_type",
+              "is '{}': supported model types are qwen3_moe, lfm2_moe, qwen3, qwen3_next and qwen3_5_moe "
+              "(qwen3_5_moe_text)", c.model_type);
   }
+  // Qwen3.5 folders (Qwen3_5MoeForConditionalGeneration) hold the text tower's geometry
+  // under text_config; kiln runs that tower and ignores vision_config.
+  const bool qwen35 = c.model_type == "qwen3_5_moe" || c.model_type == "qwen3_5_moe_text";
+  const bool nested = c.model_type == "qwen3_5_moe";
+  if (nested && !top.has("text_config")) {
+    top.error(ErrorKind::NotImplemented, "text_config",
+              "is missing: kiln runs the Qwen3.5 text tower only, and this folder describes no text model");
+  }
+  const Reader r = nested ? top.object("text_config") : top;
   c.vocab_size = r.size("vocab_size", kMaxVocab);
   c.hidden_size = r.size("hidden_size", kMaxHidden);
   c.num_layers = r.size("num_hidden_layers", kMaxLayers);
@@ -320,13 +428,20 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
   }
   c.max_position_embeddings = r.size("max_position_embeddings", kMaxPositions);
   c.rope_theta = parse_rope(r);
-  c.dtype = parse_dtype(r);
-  c.bos_token_id = r.optional_integer("bos_token_id");
-  c.pad_token_id = r.optional_integer("pad_token_id");
-  c.eos_token_ids = r.ids("eos_token_id", c.vocab_size);
+  c.dtype = parse_dtype(nested && !top.has("torch_dtype") && !top.has("dtype") ? r : top);
+  // Token ids sit in text_config or at the top level of a Qwen3.5 config.
+  const Reader& ids = nested && !top.has("eos_token_id") ? r : top;
+  c.bos_token_id = ids.optional_integer("bos_token_id");
+  c.pad_token_id = ids.optional_integer("pad_token_id");
+  c.eos_token_ids = ids.ids("eos_token_id", c.vocab_size);
 
   if (c.model_type == "qwen3_moe") {
     parse_qwen3_moe(r, c);
+  } else if (c.model_type == "qwen3") {
+    parse_qwen3(r, c);
+  } else if (c.model_type == "qwen3_next" || qwen35) {
+    parse_qwen_hybrid(r, c, qwen35);
+    if (nested) c.tie_word_embeddings = top.boolean("tie_word_embeddings", c.tie_word_embeddings);
   } else {
     parse_lfm2_moe(r, c);
   }
@@ -338,18 +453,22 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
     c.head_dim = c.hidden_size / c.num_heads;
   }
 
-  c.num_experts = r.size("num_experts", kMaxExperts);
-  c.num_experts_per_tok = r.size("num_experts_per_tok", kMaxExperts);
-  if (c.num_experts_per_tok > c.num_experts) {
-    r.error(ErrorKind::Value, "num_experts_per_tok", "({}) exceeds num_experts ({})", c.num_experts_per_tok,
-            c.num_experts);
+  // Expert geometry matters only when some layer is MoE (dense Qwen3 has none).
+  const bool has_moe = std::find(c.moe_layers.begin(), c.moe_layers.end(), true) != c.moe_layers.end();
+  if (has_moe) {
+    c.num_experts = r.size("num_experts", kMaxExperts);
+    c.num_experts_per_tok = r.size("num_experts_per_tok", kMaxExperts);
+    if (c.num_experts_per_tok > c.num_experts) {
+      r.error(ErrorKind::Value, "num_experts_per_tok", "({}) exceeds num_experts ({})", c.num_experts_per_tok,
+              c.num_experts);
+    }
+    c.moe_intermediate_size = r.size("moe_intermediate_size", kMaxIntermediate);
   }
-  c.moe_intermediate_size = r.size("moe_intermediate_size", kMaxIntermediate);
-  // The dense width matters only when some layer is dense (every Qwen3-MoE layer is MoE).
+  // The dense width matters only when some layer is dense.
   const bool has_dense = std::find(c.moe_layers.begin(), c.moe_layers.end(), false) != c.moe_layers.end();
   c.intermediate_size = has_dense || r.has("intermediate_size") ? r.size("intermediate_size", kMaxIntermediate) : 0;
 
-  parse_quantization(r, c);
+  parse_quantization(nested && !top.has("quantization_config") ? r : top, c);
   if (!generation_json.empty()) {
     const std::filesystem::path dir = std::filesystem::path(source).parent_path();
     parse_generation(generation_json, (dir / "generation_config.json").string(), c);

@@ -1,5 +1,6 @@
-// ModelConfig -> the config.json transformers writes for Qwen3MoeForCausalLM and
-// Lfm2MoeForCausalLM (keys sorted, as PretrainedConfig.to_json_string does), so that
+// ModelConfig -> the config.json transformers writes for Qwen3MoeForCausalLM,
+// Lfm2MoeForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM and
+// Qwen3_5MoeForConditionalGeneration (keys sorted, as PretrainedConfig.to_json_string does), so that
 // synthetic checkpoints look like the real ones to kiln and to transformers alike.
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -37,10 +38,25 @@ json fp8_quantization(const ModelConfig& c) {
   if (!c.tie_word_embeddings) keep.push_back("lm_head");
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string layer = "model.layers." + std::to_string(i) + ".";
-    if (c.arch == Arch::Qwen3Moe) {
+    if (c.arch == Arch::Qwen3Moe || c.arch == Arch::Qwen3) {
       keep.push_back(layer + "input_layernorm");
       if (c.moe_layers[i]) keep.push_back(layer + "mlp.gate");
       keep.push_back(layer + "post_attention_layernorm");
+    } else if (c.arch == Arch::Qwen3Next || c.arch == Arch::Qwen35Moe) {
+      // Qwen's hybrid FP8 releases keep norms, routers, the shared-expert gate and the
+      // DeltaNet's conv, gate projections and parameters in bf16 (spec §5.2).
+      const std::string l = c.weight_prefix + "layers." + std::to_string(i) + ".";
+      keep.push_back(l + "input_layernorm");
+      keep.push_back(l + "post_attention_layernorm");
+      if (c.mixers[i] == MixerKind::GatedDeltaNet) {
+        for (const char* m : {"conv1d", "in_proj_a", "in_proj_b", "in_proj_ba", "norm"}) {
+          keep.push_back(l + "linear_attn." + m);
+        }
+      }
+      if (c.moe_layers[i]) {
+        keep.push_back(l + "mlp.gate");
+        keep.push_back(l + "mlp.shared_expert_gate");
+      }
     } else if (c.moe_layers[i]) {
       keep.push_back(layer + "feed_forward.gate");
     }
@@ -99,6 +115,153 @@ json qwen3_moe_json(const ModelConfig& c) {
   return j;
 }
 
+json qwen3_json(const ModelConfig& c) {
+  if (std::any_of(c.mixers.begin(), c.mixers.end(), [](MixerKind m) { return m != MixerKind::Attention; }) ||
+      std::find(c.moe_layers.begin(), c.moe_layers.end(), true) != c.moe_layers.end()) {
+    fail(ErrorKind::Value, kOp, "qwen3 has attention and a dense SwiGLU in every layer");
+  }
+  return {
+      {"architectures", {"Qwen3ForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"head_dim", c.head_dim},
+      {"hidden_act", "silu"},
+      {"hidden_size", c.hidden_size},
+      {"initializer_range", 0.02},
+      {"intermediate_size", c.intermediate_size},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"max_window_layers", c.num_layers},
+      {"model_type", "qwen3"},
+      {"num_attention_heads", c.num_heads},
+      {"num_hidden_layers", c.num_layers},
+      {"num_key_value_heads", c.num_kv_heads},
+      {"rms_norm_eps", c.norm_eps},
+      {"rope_scaling", nullptr},
+      {"rope_theta", c.rope_theta},
+      {"sliding_window", nullptr},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"torch_dtype", dtype_string(c.dtype)},
+      {"transformers_version", "4.51.0"},
+      {"use_cache", true},
+      {"use_sliding_window", false},
+      {"vocab_size", c.vocab_size},
+  };
+}
+
+// The keys Qwen3-Next's config and Qwen3.5's text_config share.
+json qwen_hybrid_text_json(const ModelConfig& c) {
+  if (std::any_of(c.mixers.begin(), c.mixers.end(), [](MixerKind m) { return m == MixerKind::ShortConv; }) ||
+      !c.attention_output_gate || !c.zero_centred_norms || c.shared_expert_intermediate_size <= 0 ||
+      c.rotary_dim <= 0) {
+    fail(ErrorKind::Value, kOp, "{} has Gated DeltaNet and gated attention layers, zero-centred norms, partial RoPE "
+         "and a shared expert", c.model_type);
+  }
+  const DeltaNetGeometry& d = c.delta_net;
+  json j = {
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"head_dim", c.head_dim},
+      {"hidden_act", "silu"},
+      {"hidden_size", c.hidden_size},
+      {"initializer_range", 0.02},
+      {"linear_conv_kernel_dim", d.conv_kernel},
+      {"linear_key_head_dim", d.key_head_dim},
+      {"linear_num_key_heads", d.num_key_heads},
+      {"linear_num_value_heads", d.num_value_heads},
+      {"linear_value_head_dim", d.value_head_dim},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"moe_intermediate_size", c.moe_intermediate_size},
+      {"num_attention_heads", c.num_heads},
+      {"num_experts", c.num_experts},
+      {"num_experts_per_tok", c.num_experts_per_tok},
+      {"num_hidden_layers", c.num_layers},
+      {"num_key_value_heads", c.num_kv_heads},
+      {"output_router_logits", false},
+      {"rms_norm_eps", c.norm_eps},
+      {"router_aux_loss_coef", 0.001},
+      {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
+      {"use_cache", true},
+      {"vocab_size", c.vocab_size},
+  };
+  json layer_types = json::array();
+  for (MixerKind m : c.mixers) layer_types.push_back(m == MixerKind::Attention ? "full_attention" : "linear_attention");
+  j["layer_types"] = layer_types;
+  return j;
+}
+
+json qwen3_next_json(const ModelConfig& c) {
+  json j = qwen_hybrid_text_json(c);
+  json mlp_only = json::array();
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (!c.moe_layers[i]) mlp_only.push_back(i);
+  }
+  // Qwen3-Next's own file: layer_types left out when full_attention_interval gives them.
+  int64_t interval = 0;
+  for (int64_t i = 0; i < c.num_layers && interval == 0; ++i) {
+    if (c.mixers[i] == MixerKind::Attention) interval = i + 1;
+  }
+  bool periodic = interval > 0;
+  for (int64_t i = 0; i < c.num_layers && periodic; ++i) {
+    periodic = (c.mixers[i] == MixerKind::Attention) == ((i + 1) % interval == 0);
+  }
+  if (periodic) {
+    j.erase("layer_types");
+    j["full_attention_interval"] = interval;
+  }
+  j["architectures"] = {"Qwen3NextForCausalLM"};
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = mlp_only;
+  j["model_type"] = "qwen3_next";
+  j["norm_topk_prob"] = c.norm_topk_prob;
+  j["partial_rotary_factor"] = static_cast<double>(c.rotary_dim) / static_cast<double>(c.head_dim);
+  j["rope_scaling"] = nullptr;
+  j["rope_theta"] = c.rope_theta;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["torch_dtype"] = dtype_string(c.dtype);
+  j["transformers_version"] = "4.57.0";
+  if (c.intermediate_size > 0) j["intermediate_size"] = c.intermediate_size;
+  return j;
+}
+
+json qwen3_5_moe_json(const ModelConfig& c) {
+  if (std::find(c.moe_layers.begin(), c.moe_layers.end(), false) != c.moe_layers.end()) {
+    fail(ErrorKind::Value, kOp, "qwen3_5_moe has a sparse MoE block in every layer");
+  }
+  json text = qwen_hybrid_text_json(c);
+  // M-RoPE sections over the rotary_dim / 2 frequency slots (11, 11, 10 of 32 in the
+  // real model); for text all three position streams are the token position.
+  const int64_t half = c.rotary_dim / 2, t = (half + 2) / 3, h = std::min(t, half - t);
+  text["attn_output_gate"] = true;
+  text["dtype"] = dtype_string(c.dtype);
+  text["model_type"] = "qwen3_5_moe_text";
+  text["rope_parameters"] = {{"mrope_interleaved", true},
+                             {"mrope_section", {t, h, half - t - h}},
+                             {"partial_rotary_factor",
+                              static_cast<double>(c.rotary_dim) / static_cast<double>(c.head_dim)},
+                             {"rope_theta", c.rope_theta},
+                             {"rope_type", "default"}};
+  // The vision tower's geometry (Qwen3.5-35B-A3B's); kiln writes and reads none of its
+  // tensors.
+  const json vision = {{"depth", 27},
+                       {"hidden_act", "gelu_pytorch_tanh"},
+                       {"hidden_size", 1152},
+                       {"in_channels", 3},
+                       {"intermediate_size", 4304},
+                       {"model_type", "qwen3_5_moe_vision"},
+                       {"num_heads", 16},
+                       {"num_position_embeddings", 2304},
+                       {"out_hidden_size", c.hidden_size},
+                       {"patch_size", 16},
+                       {"spatial_merge_size", 2},
+                       {"temporal_patch_size", 2}};
+  return {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+          {"model_type", "qwen3_5_moe"},
+          {"text_config", text},
+          {"tie_word_embeddings", c.tie_word_embeddings},
+          {"transformers_version", "5.3.0"},
+          {"vision_config", vision}};
+}
+
 json lfm2_moe_json(const ModelConfig& c) {
   const int64_t dense_layers = std::find(c.moe_layers.begin(), c.moe_layers.end(), true) - c.moe_layers.begin();
   if (std::find(c.moe_layers.begin() + dense_layers, c.moe_layers.end(), false) != c.moe_layers.end() ||
@@ -150,8 +313,15 @@ std::string model_config_to_json(const ModelConfig& c) {
   if (c.intermediate_size <= 0 && std::find(c.moe_layers.begin(), c.moe_layers.end(), false) != c.moe_layers.end()) {
     fail(ErrorKind::Value, kOp, "intermediate_size must be positive when some layer is dense");
   }
-  json j = c.arch == Arch::Qwen3Moe ? qwen3_moe_json(c) : lfm2_moe_json(c);
-  put_token_ids(j, c);
+  json j;
+  switch (c.arch) {
+    case Arch::Qwen3Moe: j = qwen3_moe_json(c); break;
+    case Arch::Lfm2Moe: j = lfm2_moe_json(c); break;
+    case Arch::Qwen3: j = qwen3_json(c); break;
+    case Arch::Qwen3Next: j = qwen3_next_json(c); break;
+    case Arch::Qwen35Moe: j = qwen3_5_moe_json(c); break;
+  }
+  put_token_ids(c.arch == Arch::Qwen35Moe ? j["text_config"] : j, c);
   if (c.fp8_block_scaled) j["quantization_config"] = fp8_quantization(c);
   return j.dump(2) + "\n";
 }

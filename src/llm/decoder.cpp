@@ -37,6 +37,22 @@ void check_layer_plan(const ModelConfig& c) {
                     c.head_dim);
   }
   if (std::count(c.mixers.begin(), c.mixers.end(), MixerKind::ShortConv) > 0) positive(c.conv_kernel, "conv_L_cache");
+  if (std::count(c.mixers.begin(), c.mixers.end(), MixerKind::GatedDeltaNet) > 0) {
+    const DeltaNetGeometry& d = c.delta_net;
+    positive(d.num_key_heads, "linear_num_key_heads");
+    positive(d.num_value_heads, "linear_num_value_heads");
+    positive(d.key_head_dim, "linear_key_head_dim");
+    positive(d.value_head_dim, "linear_value_head_dim");
+    positive(d.conv_kernel, "linear_conv_kernel_dim");
+    KILN_CHECK_KIND(d.num_value_heads % d.num_key_heads == 0, Value, op,
+                    "config.json: linear_num_value_heads ({}) must be a multiple of linear_num_key_heads ({})",
+                    d.num_value_heads, d.num_key_heads);
+  }
+  if (any_attention && c.rotary_dim != 0) {
+    KILN_CHECK_KIND(c.rotary_dim >= 2 && c.rotary_dim % 2 == 0 && c.rotary_dim <= c.head_dim, Value, op,
+                    "config.json: the rotary width must be even and in [2, head_dim = {}], got {}", c.head_dim,
+                    c.rotary_dim);
+  }
   if (std::count(c.moe_layers.begin(), c.moe_layers.end(), true) > 0) {
     positive(c.num_experts, "num_experts");
     positive(c.moe_intermediate_size, "moe_intermediate_size");
@@ -66,12 +82,16 @@ AttentionBlock load_attention_block(const ModelConfig& c, WeightLoader& loader, 
   a.norm_eps = c.norm_eps;
   const int64_t q_width = c.num_heads * c.head_dim;
   const int64_t kv_width = c.num_kv_heads * c.head_dim;
-  a.q_proj = loader.linear(prefix + "q_proj.weight", q_width, c.hidden_size, LinearRole::Projection);
+  // Gated attention's q_proj holds a gate head next to each query head.
+  a.output_gate = c.attention_output_gate;
+  a.q_proj = loader.linear(prefix + "q_proj.weight", a.output_gate ? 2 * q_width : q_width, c.hidden_size,
+                           LinearRole::Projection);
   a.k_proj = loader.linear(prefix + "k_proj.weight", kv_width, c.hidden_size, LinearRole::Projection);
   a.v_proj = loader.linear(prefix + "v_proj.weight", kv_width, c.hidden_size, LinearRole::Projection);
   a.o_proj = loader.linear(prefix + out_proj + ".weight", c.hidden_size, q_width, LinearRole::Projection);
   a.q_norm = loader.small(prefix + q_norm + ".weight", {c.head_dim});
   a.k_norm = loader.small(prefix + k_norm + ".weight", {c.head_dim});
+  a.zero_centred_norms = c.zero_centred_norms;
   return a;
 }
 
@@ -88,7 +108,9 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderWeights weights, KvCache c
   int64_t bytes = config_.hidden_size * static_cast<int64_t>(weights_.embedding.element_size());
   for (const DecoderLayer& layer : weights_.layers) {
     bytes += static_cast<int64_t>(layer.mixer_norm.nbytes() + layer.ffn_norm.nbytes());
-    bytes += layer.attention ? layer.attention->decode_bytes() : layer.conv->decode_bytes();
+    bytes += layer.attention ? layer.attention->decode_bytes()
+             : layer.conv    ? layer.conv->decode_bytes()
+                             : layer.delta_net->decode_bytes();
     bytes += layer.moe ? layer.moe->decode_bytes() : layer.dense->decode_bytes();
   }
   weight_decode_bytes_ = bytes + static_cast<int64_t>(weights_.final_norm.nbytes()) + weights_.lm_head.bytes();
@@ -97,6 +119,11 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderWeights weights, KvCache c
 void DecoderModel::reset_locked() {
   position_ = 0;
   cache_.reset();
+}
+
+Tensor DecoderModel::rms_norm_layer(const Tensor& x, const Tensor& weight) const {
+  return config_.zero_centred_norms ? rms_norm_one_plus(x, weight, config_.norm_eps)
+                                    : rms_norm_llama(x, weight, config_.norm_eps);
 }
 
 int64_t DecoderModel::decode_bytes_per_token_locked() const {
@@ -122,21 +149,25 @@ Tensor DecoderModel::forward_locked(std::span<const int32_t> tokens, bool all_lo
   Tensor x = embedding(weights_.embedding, ids).to(DType::Float32);  // a fresh [T, H] tensor
   RopeTables rope;
   if (has_attention_) {
-    rope = rope_cos_sin(arange(Scalar(position_), Scalar(position_ + count)), config_.head_dim, config_.rope_theta,
+    // Partial rotary (Qwen3-Next, Qwen3.5): tables of rotary_dim / 2 angles turn only the
+    // first rotary_dim dims of each head. Qwen3.5's M-RoPE sections reduce to this for
+    // text, whose three position streams are all the token position.
+    const int64_t rotary_dim = config_.rotary_dim > 0 ? config_.rotary_dim : config_.head_dim;
+    rope = rope_cos_sin(arange(Scalar(position_), Scalar(position_ + count)), rotary_dim, config_.rope_theta,
                         DType::Float32);
   }
-  const double eps = config_.norm_eps;
   for (int64_t i = 0; i < static_cast<int64_t>(weights_.layers.size()); ++i) {
     const DecoderLayer& layer = weights_.layers[i];
     // Blocks return their last projection's dtype; add_ widens into the float32 stream.
-    Tensor h = rms_norm_llama(x, layer.mixer_norm, eps);
+    Tensor h = rms_norm_layer(x, layer.mixer_norm);
     add_(x, layer.attention ? layer.attention->forward(h, cache_, i, rope, position_)
-                            : layer.conv->forward(h, cache_, i));
-    h = rms_norm_llama(x, layer.ffn_norm, eps);
+            : layer.conv    ? layer.conv->forward(h, cache_, i)
+                            : layer.delta_net->forward(h, cache_, i));
+    h = rms_norm_layer(x, layer.ffn_norm);
     add_(x, layer.moe ? layer.moe->forward(h) : layer.dense->forward(h));
   }
   Tensor rows = all_logits ? x : x.narrow(0, count - 1, 1);
-  Tensor logits = weights_.lm_head(rms_norm_llama(rows, weights_.final_norm, eps)).to(DType::Float32);
+  Tensor logits = weights_.lm_head(rms_norm_layer(rows, weights_.final_norm)).to(DType::Float32);
   position_ += count;
   return logits;
 }

@@ -1,12 +1,13 @@
 // The decoder stack every supported family is built from (spec: models.md §0.5):
 //
 //   x = embed(tokens)                                   float32 residual stream
-//   per layer: x += mixer(rms_norm(x, mixer_norm))      attention or short conv
+//   per layer: x += mixer(rms_norm(x, mixer_norm))      attention, short conv or Gated DeltaNet
 //              x += ffn(rms_norm(x, ffn_norm))          MoE or dense SwiGLU
 //   logits = lm_head(rms_norm(x, final_norm))           last row, or all rows
 //
-// The family files (models/qwen3_moe.cpp, models/lfm2_moe.cpp) only map tensor names
-// and config keys onto these blocks.
+// The family files (models/qwen3_moe.cpp, models/lfm2_moe.cpp, models/qwen3_hybrid.cpp)
+// only map tensor names and config keys onto these blocks. Qwen3-Next and Qwen3.5 scale
+// every layer norm and the final norm by (1 + w) (config.zero_centred_norms).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "kiln/llm.h"
 #include "llm/blocks/attention_block.h"
+#include "llm/blocks/delta_net_block.h"
 #include "llm/blocks/ffn_blocks.h"
 #include "llm/blocks/short_conv_block.h"
 #include "llm/config.h"
@@ -30,6 +32,7 @@ struct DecoderLayer {
   Tensor mixer_norm, ffn_norm;  // float32 [hidden]
   std::optional<AttentionBlock> attention;  // exactly one mixer
   std::optional<ShortConvBlock> conv;
+  std::optional<DeltaNetBlock> delta_net;
   std::optional<MoeBlock> moe;  // exactly one FFN
   std::optional<DenseFfn> dense;
 };
@@ -44,6 +47,8 @@ struct DecoderWeights {
 // Family assemblers: read every tensor of the family's layout through `loader`.
 DecoderWeights load_qwen3_moe(const ModelConfig& config, WeightLoader& loader);
 DecoderWeights load_lfm2_moe(const ModelConfig& config, WeightLoader& loader);
+// Qwen3-Next and Qwen3.5 (models/qwen3_hybrid.cpp).
+DecoderWeights load_qwen3_hybrid(const ModelConfig& config, WeightLoader& loader);
 
 // q/k/v/out projections and per-head q/k norms under `prefix` ("model.layers.2.self_attn.").
 AttentionBlock load_attention_block(const ModelConfig& config, WeightLoader& loader, const std::string& prefix,
@@ -74,6 +79,7 @@ class DecoderModel final : public Model {
   KvCache cache_;
   int64_t position_ = 0;
   bool has_attention_ = false;
+  Tensor rms_norm_layer(const Tensor& x, const Tensor& weight) const;
   int64_t weight_decode_bytes_ = 0;  // the weight part of decode_bytes_per_token
 };
 

@@ -32,7 +32,7 @@ GenerateResult generate(Model& model, std::string_view prompt, const GenerateOpt
   Sampler sampler(options.sampling);
   // The chat template writes its own BOS text, so it is encoded without adding another.
   const std::vector<int32_t> prompt_ids =
-      options.chat ? model.encode(model.chat_prompt(prompt, options.system), /*add_special_tokens=*/false)
+      options.chat ? model.encode(model.chat_prompt(prompt, options.system, options.enable_thinking), /*add_special_tokens=*/false)
                    : model.encode(prompt, /*add_special_tokens=*/true);
   const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
   KILN_CHECK_KIND(prompt_len > 0, Value, kOp, "the prompt encodes to no tokens");

@@ -22,7 +22,8 @@ std::optional<int64_t> mul_add(int64_t a, int64_t b, int64_t c) {
 }  // namespace
 
 int64_t check_kv_cache_fits(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim,
-                            int64_t conv_kernel, int64_t conv_channels, int64_t capacity, DType dtype) {
+                            int64_t conv_kernel, int64_t conv_channels, int64_t capacity, DType dtype,
+                            const DeltaNetGeometry& d) {
   std::optional<int64_t> bytes = 0;
   const int64_t value_bytes = static_cast<int64_t>(itemsize(dtype));
   for (MixerKind mixer : mixers) {
@@ -32,6 +33,15 @@ int64_t check_kv_cache_fits(const std::vector<MixerKind>& mixers, int64_t kv_hea
       std::optional<int64_t> per_token = mul_add(kv_heads, head_dim, 0);
       if (per_token) per_token = mul_add(*per_token, 2 * value_bytes, 0);
       bytes = per_token ? mul_add(*per_token, capacity, *bytes) : std::nullopt;
+    } else if (mixer == MixerKind::GatedDeltaNet) {
+      // float32 conv history [K-1, 2 Hk dk + Hv dv] and recurrent state [Hv, dk, dv].
+      std::optional<int64_t> channels = mul_add(d.num_key_heads, d.key_head_dim, 0);
+      if (channels) channels = mul_add(*channels, 2, 0);
+      std::optional<int64_t> values = mul_add(d.num_value_heads, d.value_head_dim, 0);
+      if (channels && values) channels = mul_add(*values, 1, *channels);
+      std::optional<int64_t> state = values ? mul_add(*values, d.key_head_dim, 0) : std::nullopt;
+      if (channels && state) state = mul_add(std::max<int64_t>(d.conv_kernel - 1, 0), *channels, *state);
+      bytes = state ? mul_add(*state, static_cast<int64_t>(sizeof(float)), *bytes) : std::nullopt;
     } else {
       const std::optional<int64_t> state = mul_add(std::max<int64_t>(conv_kernel - 1, 0), conv_channels, 0);
       bytes = state ? mul_add(*state, static_cast<int64_t>(sizeof(float)), *bytes) : std::nullopt;
@@ -50,18 +60,24 @@ int64_t check_kv_cache_fits(const std::vector<MixerKind>& mixers, int64_t kv_hea
 }
 
 KvCache::KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim, int64_t conv_kernel,
-                 int64_t conv_channels, int64_t capacity, DType dtype)
+                 int64_t conv_channels, int64_t capacity, DType dtype, const DeltaNetGeometry& delta_net)
     : capacity_(capacity), dtype_(dtype) {
   KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16, Value, kOp,
                   "the cache dtype must be float32 or bfloat16, got {}", dtype_name(dtype));
   KILN_CHECK_KIND(capacity > 0, Value, kOp, "the context must hold at least one token, got {}", capacity);
-  check_kv_cache_fits(mixers, kv_heads, head_dim, conv_kernel, conv_channels, capacity, dtype);
+  total_bytes_ = check_kv_cache_fits(mixers, kv_heads, head_dim, conv_kernel, conv_channels, capacity, dtype, delta_net);
   slots_.resize(mixers.size());
   for (size_t i = 0; i < mixers.size(); ++i) {
     if (mixers[i] == MixerKind::Attention) {
       slots_[i].keys = Tensor::empty({1, kv_heads, capacity, head_dim}, dtype);
       slots_[i].values = Tensor::empty({1, kv_heads, capacity, head_dim}, dtype);
       kv_bytes_per_token_ += 2 * kv_heads * head_dim * static_cast<int64_t>(itemsize(dtype));
+    } else if (mixers[i] == MixerKind::GatedDeltaNet) {
+      const DeltaNetGeometry& d = delta_net;
+      KILN_CHECK_KIND(d.conv_kernel >= 1 && d.num_value_heads > 0 && d.key_head_dim > 0 && d.value_head_dim > 0,
+                      Value, kOp, "layer {} is a Gated DeltaNet layer but its state geometry is empty", i);
+      slots_[i].delta_conv = zeros({d.conv_kernel - 1, d.conv_channels()}, DType::Float32);
+      slots_[i].recurrent = zeros({d.num_value_heads, d.key_head_dim, d.value_head_dim}, DType::Float32);
     } else {
       KILN_CHECK_KIND(conv_kernel >= 1, Value, kOp, "layer {} is a short conv but the conv kernel size is {}", i,
                       conv_kernel);
@@ -70,17 +86,22 @@ KvCache::KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t
   }
 }
 
-const KvCache::Slot& KvCache::slot(int64_t layer, bool attention) const {
+const KvCache::Slot& KvCache::slot(int64_t layer, MixerKind kind) const {
   KILN_CHECK_KIND(layer >= 0 && layer < static_cast<int64_t>(slots_.size()), Index, kOp,
                   "layer {} is outside the {} layers", layer, slots_.size());
   const Slot& s = slots_[layer];
-  KILN_CHECK(attention ? s.keys.defined() : s.conv.defined(), kOp, "layer {} is not {}", layer,
-             attention ? "an attention layer" : "a short-conv layer");
+  const bool present = kind == MixerKind::Attention ? s.keys.defined()
+                       : kind == MixerKind::ShortConv ? s.conv.defined()
+                                                      : s.recurrent.defined();
+  KILN_CHECK(present, kOp, "layer {} is not {}", layer,
+             kind == MixerKind::Attention   ? "an attention layer"
+             : kind == MixerKind::ShortConv ? "a short-conv layer"
+                                            : "a Gated DeltaNet layer");
   return s;
 }
 
 void KvCache::write(int64_t layer, int64_t start, const Tensor& keys, const Tensor& values) {
-  const Slot& s = slot(layer, true);
+  const Slot& s = slot(layer, MixerKind::Attention);
   const int64_t count = keys.size(0);
   KILN_CHECK_KIND(start >= 0 && start + count <= capacity_, Index, kOp,
                   "writing {} tokens at position {} exceeds the context of {} tokens", count, start, capacity_);
@@ -90,17 +111,29 @@ void KvCache::write(int64_t layer, int64_t start, const Tensor& keys, const Tens
   s.values.select(0, 0).narrow(1, start, count).copy_(values.transpose(0, 1));
 }
 
-const Tensor& KvCache::keys(int64_t layer) const { return slot(layer, true).keys; }
-const Tensor& KvCache::values(int64_t layer) const { return slot(layer, true).values; }
+const Tensor& KvCache::keys(int64_t layer) const { return slot(layer, MixerKind::Attention).keys; }
+const Tensor& KvCache::values(int64_t layer) const { return slot(layer, MixerKind::Attention).values; }
 
 Tensor& KvCache::conv_state(int64_t layer) {
-  slot(layer, false);
+  slot(layer, MixerKind::ShortConv);
   return slots_[layer].conv;
+}
+
+Tensor& KvCache::delta_conv_state(int64_t layer) {
+  slot(layer, MixerKind::GatedDeltaNet);
+  return slots_[layer].delta_conv;
+}
+
+Tensor& KvCache::delta_recurrent_state(int64_t layer) {
+  slot(layer, MixerKind::GatedDeltaNet);
+  return slots_[layer].recurrent;
 }
 
 void KvCache::reset() {
   for (Slot& s : slots_) {
     if (s.conv.defined()) s.conv.zero_();
+    if (s.delta_conv.defined()) s.delta_conv.zero_();
+    if (s.recurrent.defined()) s.recurrent.zero_();
   }
 }
 

@@ -22,6 +22,9 @@ std::string_view arch_class_name(Arch arch) {
   switch (arch) {
     case Arch::Qwen3Moe: return "Qwen3MoeForCausalLM";
     case Arch::Lfm2Moe: return "Lfm2MoeForCausalLM";
+    case Arch::Qwen3: return "Qwen3ForCausalLM";
+    case Arch::Qwen3Next: return "Qwen3NextForCausalLM";
+    case Arch::Qwen35Moe: return "Qwen3_5MoeForConditionalGeneration";
   }
   return "unknown";
 }
@@ -123,8 +126,8 @@ std::string Model::decode(std::span<const int32_t> ids, bool skip_special_tokens
   return tokenizer_->decode(ids, skip_special_tokens);
 }
 
-std::string Model::chat_prompt(std::string_view user, std::string_view system) const {
-  return tokenizer_->chat_prompt(user, system);
+std::string Model::chat_prompt(std::string_view user, std::string_view system, bool enable_thinking) const {
+  return tokenizer_->chat_prompt(user, system, enable_thinking);
 }
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& options) {
@@ -138,13 +141,19 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   // Before the weights load (minutes for a real model): a context the machine cannot hold
   // fails now, judged at the narrowest cache dtype until the weights decide it.
   check_kv_cache_fits(config.mixers, config.num_kv_heads, config.head_dim, config.conv_kernel, config.hidden_size,
-                      capacity, options.cache_dtype.value_or(DType::BFloat16));
+                      capacity, options.cache_dtype.value_or(DType::BFloat16), config.delta_net);
   auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir));
   Checkpoint checkpoint = Checkpoint::open(dir);
 
   WeightLoader loader(checkpoint, options.weights, options.progress);
-  DecoderWeights weights =
-      config.arch == Arch::Qwen3Moe ? load_qwen3_moe(config, loader) : load_lfm2_moe(config, loader);
+  DecoderWeights weights;
+  switch (config.arch) {
+    case Arch::Qwen3Moe:
+    case Arch::Qwen3: weights = load_qwen3_moe(config, loader); break;  // dense Qwen3: every layer dense
+    case Arch::Lfm2Moe: weights = load_lfm2_moe(config, loader); break;
+    case Arch::Qwen3Next:
+    case Arch::Qwen35Moe: weights = load_qwen3_hybrid(config, loader); break;
+  }
   loader.finish();
   // Conversion temporaries (and the per-expert matrices packed into one tensor per
   // projection) sit in the allocator's cache: hand them back, so the process holds the
@@ -156,7 +165,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
       std::any_of(formats.begin(), formats.end(), [](const LinearFormat& f) { return f.narrow(); });
   const DType cache_dtype = options.cache_dtype.value_or(narrow_weights ? DType::BFloat16 : DType::Float32);
   KvCache cache(config.mixers, config.num_kv_heads, config.head_dim, config.conv_kernel, config.hidden_size, capacity,
-                cache_dtype);
+                cache_dtype, config.delta_net);
 
   std::vector<int32_t> eos;
   for (int64_t id : config.eos_token_ids) eos.push_back(static_cast<int32_t>(id));
@@ -177,6 +186,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   info.weight_dtypes = loader.linear_dtypes();
   info.cache_dtype = cache_dtype;
   info.max_context = capacity;
+  info.kv_cache_bytes = cache.kv_bytes_per_token() * capacity;
+  info.fixed_state_bytes = cache.total_bytes() - info.kv_cache_bytes;
   info.parameter_count = loader.parameter_count();
   info.resident_weight_bytes = loader.resident_bytes();
   info.fp8_quantization = loader.fp8_report();

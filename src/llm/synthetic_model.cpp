@@ -71,18 +71,34 @@ class Planner {
     tensors_.push_back({{name, dtype, std::move(shape)}, Fill::Uniform, center, half_width});
   }
 
+  // A linear weight that stays in the checkpoint dtype in FP8 checkpoints too.
+  void dense_linear(const std::string& name, int64_t n, int64_t k) {
+    add(name, c_.dtype, {n, k}, 0.0f, half_width_for_std(1.0 / std::sqrt(double(k))));
+  }
+  // Zero-centred RMSNorm weights (Qwen3-Next, Qwen3.5): the scale is 1 + w, so w is drawn
+  // around 0, wide enough (scales 0.7 .. 1.3) that treating w as the scale shows.
+  void offset_norm(const std::string& name, int64_t n) { add(name, c_.dtype, {n}, 0.0f, 0.3f); }
+
   std::vector<PlannedTensor> plan() {
     const int64_t h = c_.hidden_size;
-    add("model.embed_tokens.weight", c_.dtype, {c_.vocab_size, h}, 0.0f, half_width_for_std(1.0));
+    const bool hybrid = c_.arch == Arch::Qwen3Next || c_.arch == Arch::Qwen35Moe;
+    const std::string m = hybrid ? c_.weight_prefix : "model.";
+    add(m + "embed_tokens.weight", c_.dtype, {c_.vocab_size, h}, 0.0f, half_width_for_std(1.0));
     for (int64_t i = 0; i < c_.num_layers; ++i) {
-      const std::string p = "model.layers." + std::to_string(i) + ".";
-      if (c_.arch == Arch::Qwen3Moe) {
+      const std::string p = m + "layers." + std::to_string(i) + ".";
+      if (c_.arch == Arch::Qwen3Moe || c_.arch == Arch::Qwen3) {
         qwen3_layer(p, i);
+      } else if (hybrid) {
+        hybrid_layer(p, i);
       } else {
         lfm2_layer(p, i);
       }
     }
-    norm(c_.arch == Arch::Qwen3Moe ? "model.norm.weight" : "model.embedding_norm.weight", h);
+    if (hybrid) {
+      offset_norm(m + "norm.weight", h);
+    } else {
+      norm(c_.arch == Arch::Lfm2Moe ? "model.embedding_norm.weight" : "model.norm.weight", h);
+    }
     if (!c_.tie_word_embeddings) {
       add("lm_head.weight", c_.dtype, {c_.vocab_size, h}, 0.0f, half_width_for_std(1.0 / std::sqrt(double(h))));
     }
@@ -109,6 +125,66 @@ class Planner {
     } else {
       swiglu(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", c_.intermediate_size);
     }
+  }
+
+  // Qwen3-Next / Qwen3.5 (spec §2.6): gated attention or Gated DeltaNet, then MoE with
+  // a shared expert (or, in Qwen3-Next's mlp_only_layers, a dense SwiGLU).
+  void hybrid_layer(const std::string& p, int64_t i) {
+    const int64_t h = c_.hidden_size, q = c_.num_heads * c_.head_dim, kv = c_.num_kv_heads * c_.head_dim;
+    const DeltaNetGeometry& d = c_.delta_net;
+    offset_norm(p + "input_layernorm.weight", h);
+    if (c_.mixers[i] == MixerKind::Attention) {
+      linear(p + "self_attn.q_proj.weight", 2 * q, h);  // [query | gate] per head
+      linear(p + "self_attn.k_proj.weight", kv, h);
+      linear(p + "self_attn.v_proj.weight", kv, h);
+      linear(p + "self_attn.o_proj.weight", h, q);
+      offset_norm(p + "self_attn.q_norm.weight", c_.head_dim);
+      offset_norm(p + "self_attn.k_norm.weight", c_.head_dim);
+    } else {
+      const std::string a = p + "linear_attn.";
+      if (c_.arch == Arch::Qwen3Next) {
+        linear(a + "in_proj_qkvz.weight", 2 * d.key_dim() + 2 * d.value_dim(), h);
+        dense_linear(a + "in_proj_ba.weight", 2 * d.num_value_heads, h);
+      } else {
+        linear(a + "in_proj_qkv.weight", d.conv_channels(), h);
+        linear(a + "in_proj_z.weight", d.value_dim(), h);
+        dense_linear(a + "in_proj_b.weight", d.num_value_heads, h);
+        dense_linear(a + "in_proj_a.weight", d.num_value_heads, h);
+      }
+      add(a + "conv1d.weight", c_.dtype, {d.conv_channels(), 1, d.conv_kernel}, 0.0f,
+          half_width_for_std(1.0 / std::sqrt(double(d.conv_kernel))));
+      // Float32 in the checkpoint, as Qwen stores them. dt_bias near transformers' init of
+      // 1; A = exp(A_log) in 0.05 .. 2.7, so some heads keep their state over many tokens
+      // (decay exp(g) near 1) and others forget it within a few.
+      add(a + "dt_bias", DType::Float32, {d.num_value_heads}, 1.0f, 1.0f);
+      add(a + "A_log", DType::Float32, {d.num_value_heads}, -1.0f, 2.0f);
+      add(a + "norm.weight", c_.dtype, {d.value_head_dim}, 1.0f, 0.2f);
+      linear(a + "out_proj.weight", h, d.value_dim());
+    }
+    offset_norm(p + "post_attention_layernorm.weight", h);
+    if (!c_.moe_layers[i]) {
+      swiglu(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight", c_.intermediate_size);
+      return;
+    }
+    router(p + "mlp.gate.weight", c_.num_experts, h);
+    const int64_t inter = c_.moe_intermediate_size;
+    if (c_.arch == Arch::Qwen35Moe && !c_.fp8_block_scaled) {
+      // Qwen3.5's bf16 release stores each layer's experts fused, gate rows first, with no
+      // ".weight" suffix (spec §0.6); its FP8 release splits them per expert (§5.2).
+      add(p + "mlp.experts.gate_up_proj", c_.dtype, {c_.num_experts, 2 * inter, h}, 0.0f,
+          half_width_for_std(1.0 / std::sqrt(double(h))));
+      add(p + "mlp.experts.down_proj", c_.dtype, {c_.num_experts, h, inter}, 0.0f,
+          half_width_for_std(1.0 / std::sqrt(double(inter))));
+    } else {
+      for (int64_t e = 0; e < c_.num_experts; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        swiglu(x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight", inter);
+      }
+    }
+    const std::string s = p + "mlp.shared_expert.";
+    swiglu(s + "gate_proj.weight", s + "up_proj.weight", s + "down_proj.weight", c_.shared_expert_intermediate_size);
+    // Scalar gate logits of std ~2, so sigmoid spreads over (0, 1) from token to token.
+    add(p + "mlp.shared_expert_gate.weight", c_.dtype, {1, h}, 0.0f, half_width_for_std(2.0 / std::sqrt(double(h))));
   }
 
   void lfm2_layer(const std::string& p, int64_t i) {
@@ -303,7 +379,7 @@ void set_token_ids(ModelConfig& c, const SyntheticTokenizer& files) {
   c.eos_token_ids = {id("<|im_end|>")};
   GenerationDefaults& g = c.generation;
   g.do_sample = true;
-  if (c.arch == Arch::Qwen3Moe) {
+  if (c.arch != Arch::Lfm2Moe) {
     // Qwen3 ships eos [<|im_end|>, <|endoftext|>] in generation_config.json.
     c.bos_token_id = id("<|endoftext|>");
     c.eos_token_ids.push_back(id("<|endoftext|>"));
@@ -371,7 +447,7 @@ SyntheticModel write_synthetic_model(const SyntheticModelOptions& options) {
   }
 
   const SyntheticTokenizer tokenizer = make_synthetic_tokenizer(
-      c.arch == Arch::Qwen3Moe ? TokenizerFlavor::Qwen : TokenizerFlavor::Lfm2,
+      c.arch == Arch::Lfm2Moe ? TokenizerFlavor::Lfm2 : TokenizerFlavor::Qwen,
       std::min(c.vocab_size, kMaxTokenizerVocab));
   // The small presets size their embedding to the tokenizer, so every id a random model
   // samples decodes to text; the real-shape presets keep the real vocabulary (padding

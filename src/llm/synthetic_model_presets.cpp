@@ -1,5 +1,6 @@
-// Geometries of `kiln make-model` presets: two small ones sized for tests and demos, and
-// the real Qwen3-30B-A3B and LFM2-8B-A1B (spec models.md §1.1, §3.1).
+// Geometries of `kiln make-model` presets: small ones sized for tests and demos, and the
+// real Qwen3-30B-A3B, LFM2-8B-A1B, Qwen3-8B, Qwen3-Next-80B-A3B and Qwen3.5-35B-A3B
+// (spec models.md §1.1, §2.1, §3.1, §4.1).
 #include <string>
 #include <vector>
 
@@ -108,6 +109,79 @@ ModelConfig lfm2_moe_preset(const std::string& preset) {
   return c;
 }
 
+ModelConfig qwen3_preset(const std::string& preset) {
+  ModelConfig c = qwen3_moe_base();
+  c.arch = Arch::Qwen3;
+  c.model_type = "qwen3";
+  c.norm_topk_prob = false;
+  if (preset == "tiny") {
+    set_geometry(c, 512, 64, 4, 2, 16, 128, 0, 0, 0, 4096);
+    c.num_layers = 3;
+  } else if (preset == "qwen3-8b") {
+    set_geometry(c, 151936, 4096, 32, 8, 128, 12288, 0, 0, 0, 40960);
+    c.num_layers = 36;
+  } else {
+    fail(ErrorKind::Value, kOp, "unknown preset '{}' for qwen3 (expected tiny or qwen3-8b)", preset);
+  }
+  c.mixers.assign(c.num_layers, MixerKind::Attention);
+  c.moe_layers.assign(c.num_layers, false);
+  return c;
+}
+
+// Full attention at every `interval`-th layer ((i + 1) % interval == 0), Gated DeltaNet
+// elsewhere (the hybrids' full_attention_interval).
+std::vector<MixerKind> hybrid_mixers(int64_t layers, int64_t interval) {
+  std::vector<MixerKind> mixers;
+  for (int64_t i = 0; i < layers; ++i) {
+    mixers.push_back((i + 1) % interval == 0 ? MixerKind::Attention : MixerKind::GatedDeltaNet);
+  }
+  return mixers;
+}
+
+// Qwen3-Next and Qwen3.5: theta 1e7, a quarter of each attention head rotated, gated
+// attention, zero-centred norms, a shared expert as wide as the routed ones.
+ModelConfig qwen_hybrid_preset(const std::string& arch, const std::string& preset) {
+  ModelConfig c = qwen3_moe_base();
+  const bool next = arch == "qwen3_next";
+  c.arch = next ? Arch::Qwen3Next : Arch::Qwen35Moe;
+  c.model_type = arch;
+  c.rope_theta = 10'000'000.0;
+  c.attention_output_gate = true;
+  c.zero_centred_norms = true;
+  c.norm_topk_prob = true;
+  if (!next) c.weight_prefix = "model.language_model.";
+  if (preset == "tiny") {
+    // Two key heads feeding four value heads, kernel 4, head_dim 32 (8 rotated dims);
+    // attention at layers 1 and 3. Qwen3-Next keeps layer 0 dense (mlp_only_layers).
+    set_geometry(c, 512, 64, 4, 2, 32, 96, 32, 8, 2, 4096);
+    c.delta_net = {2, 4, 16, 16, 4};
+    c.num_layers = 4;
+    c.mixers = hybrid_mixers(4, 2);
+    c.moe_layers = next ? std::vector<bool>{false, true, true, true} : std::vector<bool>(4, true);
+    c.shared_expert_intermediate_size = 32;
+    if (!next) c.intermediate_size = 0;  // every Qwen3.5 layer is MoE
+  } else if (next && preset == "qwen3-next-80b-a3b") {
+    set_geometry(c, 151936, 2048, 16, 2, 256, 5120, 512, 512, 10, 262144);
+    c.delta_net = {16, 32, 128, 128, 4};
+    c.num_layers = 48;
+    c.mixers = hybrid_mixers(48, 4);
+    c.moe_layers.assign(48, true);
+    c.shared_expert_intermediate_size = 512;
+  } else if (!next && preset == "qwen3.5-35b-a3b") {
+    set_geometry(c, 248320, 2048, 16, 2, 256, 0, 512, 256, 8, 262144);
+    c.delta_net = {16, 32, 128, 128, 4};
+    c.num_layers = 40;
+    c.mixers = hybrid_mixers(40, 4);
+    c.moe_layers.assign(40, true);
+    c.shared_expert_intermediate_size = 512;
+  } else {
+    fail(ErrorKind::Value, kOp, "unknown preset '{}' for {} (expected tiny or {})", preset, arch,
+         next ? "qwen3-next-80b-a3b" : "qwen3.5-35b-a3b");
+  }
+  c.rotary_dim = c.head_dim / 4;
+  return c;
+}
+
 }  // namespace
 
 ModelConfig synthetic_model_config(const std::string& arch, const std::string& preset,
@@ -117,8 +191,13 @@ ModelConfig synthetic_model_config(const std::string& arch, const std::string& p
     c = qwen3_moe_preset(preset);
   } else if (arch == "lfm2_moe") {
     c = lfm2_moe_preset(preset);
+  } else if (arch == "qwen3") {
+    c = qwen3_preset(preset);
+  } else if (arch == "qwen3_next" || arch == "qwen3_5_moe") {
+    c = qwen_hybrid_preset(arch, preset);
   } else {
-    fail(ErrorKind::Value, kOp, "unknown arch '{}' (expected qwen3_moe or lfm2_moe)", arch);
+    fail(ErrorKind::Value, kOp, "unknown arch '{}' (expected qwen3_moe, lfm2_moe, qwen3, qwen3_next or qwen3_5_moe)",
+         arch);
   }
   if (num_layers) {
     if (*num_layers < 1 || *num_layers > c.num_layers) {

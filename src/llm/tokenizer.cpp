@@ -95,7 +95,7 @@ std::optional<int32_t> Tokenizer::bos_id() const { return loaded(impl_).bos; }
 
 std::vector<int32_t> Tokenizer::eos_ids() const { return loaded(impl_).eos; }
 
-std::string Tokenizer::chat_prompt(std::string_view user, std::string_view system) const {
+std::string Tokenizer::chat_prompt(std::string_view user, std::string_view system, bool enable_thinking) const {
   const Impl& m = loaded(impl_);
   for (const char* marker : {"<|im_start|>", "<|im_end|>"}) {
     const auto it = m.id_of_token.find(marker);
@@ -118,6 +118,7 @@ std::string Tokenizer::chat_prompt(std::string_view user, std::string_view syste
     prompt.append("<|im_start|>system\n").append(system).append("<|im_end|>\n");
   }
   prompt.append("<|im_start|>user\n").append(user).append("<|im_end|>\n<|im_start|>assistant\n");
+  if (!enable_thinking) prompt.append("<think>\n\n</think>\n\n");
   return prompt;
 }
 

@@ -49,7 +49,10 @@ class Tokenizer {
   // "<|startoftext|>"; Qwen: nothing), as Hugging Face chat templates write it: encode the
   // prompt with add_special_tokens=false, or the BOS appears twice. A tokenizer without
   // <|im_start|> and <|im_end|> added tokens is a Value error.
-  std::string chat_prompt(std::string_view user, std::string_view system = "") const;
+  // enable_thinking = false appends the empty think block Qwen3 / Qwen3.5 chat templates
+  // pre-fill for `enable_thinking=False` ("<think>\n\n</think>\n\n" after the
+  // generation prompt), so a thinking model answers directly.
+  std::string chat_prompt(std::string_view user, std::string_view system = "", bool enable_thinking = true) const;
 
   struct Impl;
 

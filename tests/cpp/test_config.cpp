@@ -273,10 +273,11 @@ TEST(Config, EveryErrorNamesFileAndKey) {
   const char* Q = kQwen3_30B_A3B;
   const char* L = kLfm2_8B_A1B;
   std::vector<BadConfig> cases = {
-      {"unsupported family", Q, set("model_type", "qwen3_5_moe"), NI,
-       "'model_type' is 'qwen3_5_moe': supported model types are qwen3_moe and lfm2_moe"},
-      {"unknown family", Q, set("model_type", "bert"), NI, "qwen3_5_moe, qwen3_5_moe_text and dense qwen3 are not "
-       "supported yet"},
+      {"unsupported family", Q, set("model_type", "llama"), NI,
+       "'model_type' is 'llama': supported model types are qwen3_moe, lfm2_moe, qwen3, qwen3_next and qwen3_5_moe"},
+      {"unknown family", Q, set("model_type", "bert"), NI, "qwen3_5_moe (qwen3_5_moe_text)"},
+      {"vision-only qwen3.5", Q, set("model_type", "qwen3_5_moe"), NI,
+       "'text_config' is missing: kiln runs the Qwen3.5 text tower only"},
       {"model_type not a string", Q, set("model_type", 3), V, "'model_type' must be a string, got 3"},
       {"no model_type", Q, remove("model_type"), V, "'model_type' is missing"},
       {"hidden as string", Q, set("hidden_size", "2048"), V, "'hidden_size' must be an integer, got \"2048\""},

@@ -356,7 +356,7 @@ TEST(SyntheticModel, RealPresetsHaveTheRealShapes) {
 
 TEST(SyntheticModel, BadOptionsAreErrors) {
   expect_error([] { synthetic_model_config("llama", "tiny"); }, ErrorKind::Value,
-               "unknown arch 'llama' (expected qwen3_moe or lfm2_moe)");
+               "unknown arch 'llama' (expected qwen3_moe, lfm2_moe, qwen3, qwen3_next or qwen3_5_moe)");
   expect_error([] { synthetic_model_config("qwen3_moe", "huge"); }, ErrorKind::Value, "unknown preset 'huge'");
   expect_error([] { synthetic_model_config("lfm2_moe", "qwen3-30b-a3b"); }, ErrorKind::Value,
                "unknown preset 'qwen3-30b-a3b' for lfm2_moe");

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "kiln/ops/gated_delta.h"
 #include "kiln/ops/moe.h"
 #include "kiln/tensor.h"
 
@@ -76,5 +77,16 @@ Tensor attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_
 // rounded once to x's dtype.
 Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, const MoeExperts& experts,
                    const std::optional<SharedExpert>& shared = std::nullopt);
+
+// The Gated DeltaNet ops of kiln/ops/gated_delta.h: the conv as K shifted products of
+// [conv_state; x]; the gates from exp, softplus and sigmoid; the delta rule as
+// transformers' torch_recurrent_gated_delta_rule writes it (key heads repeated with
+// index_select, L2 norm from sum and rsqrt, per token bmm reads and a bmm outer-product
+// update). float32 throughout; the states are updated in place like the fused ops'.
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, const std::string& activation = "silu");
+DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias);
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        Tensor& state, bool use_qk_l2norm_in_kernel = true,
+                        std::optional<double> scale = std::nullopt);
 
 }  // namespace kiln::composite

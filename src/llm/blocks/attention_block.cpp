@@ -20,9 +20,22 @@ Tensor AttentionBlock::forward(const Tensor& h, KvCache& cache, int64_t layer, c
                                int64_t pos) const {
   const int64_t count = h.size(0);
   const Tensor x = h.to(q_proj.input_dtype());  // rounded once for the three projections
-  // The norms' float32 weights make q and k float32 whatever the projection dtype.
-  Tensor q = rms_norm_llama(q_proj(x).view({count, num_heads, head_dim}), q_norm, norm_eps);
-  Tensor k = rms_norm_llama(k_proj(x).view({count, num_kv_heads, head_dim}), k_norm, norm_eps);
+  // The norms' float32 weights make q and k float32 whatever the projection dtype; the
+  // zero-centred norm keeps its input's dtype, so it gets float32 input.
+  const auto head_norm = [&](const Tensor& t, const Tensor& w) {
+    return zero_centred_norms ? rms_norm_one_plus(t.to(DType::Float32), w, norm_eps) : rms_norm_llama(t, w, norm_eps);
+  };
+  Tensor gate;
+  Tensor q_raw = q_proj(x);
+  if (output_gate) {
+    const Tensor qg = q_raw.view({count, num_heads, 2 * head_dim});
+    q_raw = qg.narrow(2, 0, head_dim);
+    gate = qg.narrow(2, head_dim, head_dim);
+  } else {
+    q_raw = q_raw.view({count, num_heads, head_dim});
+  }
+  Tensor q = head_norm(q_raw, q_norm);
+  Tensor k = head_norm(k_proj(x).view({count, num_kv_heads, head_dim}), k_norm);
   Tensor v = v_proj(x).view({count, num_kv_heads, head_dim});
   q = apply_rotary_emb_cos_sin(q, rope.cos, rope.sin);
   k = apply_rotary_emb_cos_sin(k, rope.cos, rope.sin);
@@ -45,6 +58,7 @@ Tensor AttentionBlock::forward(const Tensor& h, KvCache& cache, int64_t layer, c
                                                          std::nullopt, /*enable_gqa=*/true);
     out = o4.select(0, 0).transpose(0, 1);  // [T, heads, head_dim]
   }
+  if (output_gate) out = mul(out.to(DType::Float32), sigmoid(gate.to(DType::Float32)));
   return o_proj(out.reshape({count, num_heads * head_dim}));
 }
 

@@ -7,6 +7,10 @@
 //   cache[pos .. pos+T-1] = k, v  (rotated keys)
 //   out     = softmax(q k^T / sqrt(head_dim) + causal) v over cache[0 .. pos+T-1]
 //   return    out Wo^T
+// Qwen3-Next / Qwen3.5 gated attention (§2.3): q_proj yields [query | gate] per head,
+// the q/k norms scale by (1 + w), RoPE turns only the first rotary_dim dims of each head
+// (the tables decide the width), and the attention output is multiplied by
+// sigmoid(gate) before o_proj.
 // One token runs attention_decode straight on the cache; several run the tiled
 // scaled_dot_product_attention (is_causal from position 0, an explicit mask when the
 // block continues a sequence: query t sees keys 0 .. pos+t).
@@ -28,6 +32,8 @@ struct AttentionBlock {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   double norm_eps = 1e-6;
+  bool output_gate = false;         // q_proj rows: per head [query head_dim | gate head_dim]
+  bool zero_centred_norms = false;  // q_norm / k_norm scale by (1 + w)
 
   // h: float32 [T, hidden] (already normalised); rope: tables for positions pos ..
   // pos+T-1. Returns [T, hidden] in o_proj's output dtype.

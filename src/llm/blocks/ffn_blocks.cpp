@@ -24,7 +24,7 @@ Tensor MoeBlock::forward(const Tensor& h) const {
       moe_route(router(h), top_k, scoring, renormalize, selection_bias, routed_scaling_factor, renorm_eps);
   // float32 activations with experts of any stored dtype: moe_experts widens the
   // weights itself, and its result has the activations' dtype.
-  return moe_experts(h, routing.weights, routing.ids, experts);
+  return moe_experts(h, routing.weights, routing.ids, experts, shared);
 }
 
 int64_t MoeBlock::decode_bytes() const {
@@ -34,7 +34,14 @@ int64_t MoeBlock::decode_bytes() const {
     expert = static_cast<int64_t>(e.gate.nbytes() + e.up.nbytes() + e.down.nbytes()) + bytes_of(e.gate_scale) +
              bytes_of(e.up_scale) + bytes_of(e.down_scale);
   }
-  return router.bytes() + top_k * expert + bytes_of(selection_bias);
+  int64_t shared_bytes = 0;
+  if (shared) {
+    const SwigluWeights& e = shared->weights;
+    shared_bytes = static_cast<int64_t>(e.gate.nbytes() + e.up.nbytes() + e.down.nbytes() +
+                                        shared->gate_weight.nbytes()) +
+                   bytes_of(e.gate_scale) + bytes_of(e.up_scale) + bytes_of(e.down_scale);
+  }
+  return router.bytes() + top_k * expert + bytes_of(selection_bias) + shared_bytes;
 }
 
 }  // namespace kiln::llm

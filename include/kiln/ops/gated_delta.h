@@ -1,0 +1,50 @@
+// Gated DeltaNet ops (kiln's own; the linear-attention layer of Qwen3-Next and
+// Qwen3.5/3.6, spec/models.md §2.4). Numerics follow transformers' torch reference
+// (`torch_causal_conv1d_update`, `torch_recurrent_gated_delta_rule`): everything is
+// computed in float32 whatever the input dtype.
+//
+// causal_conv1d(x [T, C], weight [C, K] or [C, 1, K], conv_state [K-1, C], activation)
+//   Depthwise causal conv over the token axis with a carried history:
+//   out[t, c] = act(sum_{j<K} weight[c, j] * u[t - (K-1) + j, c]), u = [conv_state; x].
+//   conv_state (float32, contiguous) is updated in place to the last K-1 rows of u, so
+//   a prompt run whole and then one token per call gives what one call over everything
+//   gives. A new sequence starts from a zero state. activation: "silu" or "none".
+//   The result has x's dtype (float32, bfloat16 or float16).
+//
+// gated_delta_gates(a [..., H], b [..., H], A_log [H], dt_bias [H]) -> {g, beta}
+//   g = -exp(A_log) * softplus(a + dt_bias) (<= 0: the log of the per-step decay) and
+//   beta = sigmoid(b), float32 of a's shape.
+//
+// gated_delta_rule(q [T, Hk, dk], k [T, Hk, dk], v [T, Hv, dv], g [T, Hv], beta [T, Hv],
+//                  state [Hv, dk, dv], use_qk_l2norm_in_kernel, scale) -> out [T, Hv, dv]
+//   The recurrent gated delta rule over the T tokens in order, value head h reading key
+//   head h / (Hv / Hk) (transformers' repeat_interleave):
+//     q, k <- q / sqrt(sum q^2 + 1e-6), k / sqrt(sum k^2 + 1e-6)  (with the flag)
+//     q <- q * scale (default dk^-0.5)
+//     S <- exp(g_t) S;  delta = beta_t (v_t - S^T k_t);  S <- S + k_t delta^T;  o_t = S^T q_t
+//   state (float32, contiguous) is read and updated in place (zeros start a sequence).
+//   The result is float32. One token is the decode step; a prompt runs the same
+//   recurrence (the chunked WY form is not implemented yet, see docs/llm.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, const std::string& activation = "silu");
+
+struct DeltaGates {
+  Tensor g;     // float32
+  Tensor beta;  // float32
+};
+DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias);
+
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        Tensor& state, bool use_qk_l2norm_in_kernel = true,
+                        std::optional<double> scale = std::nullopt);
+
+}  // namespace kiln

@@ -1,0 +1,124 @@
+// Gated DeltaNet front ends: validate shapes and dtypes, widen inputs to contiguous
+// float32 once, then one call through the gated_delta kernel table.
+#include "kiln/ops/gated_delta.h"
+
+#include <cmath>
+
+#include "backend/gated_delta.h"
+#include "kiln/context.h"
+#include "kiln/error.h"
+#include "kiln/int_math.h"
+#include "ops/nn_utils.h"
+#include "ops/op_utils.h"
+
+namespace kiln {
+namespace {
+
+bool is_float_input(DType t) { return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float16; }
+
+void check_float(const Tensor& t, const char* op, const char* name) {
+  check_defined(t, op, name);
+  KILN_CHECK_KIND(is_float_input(t.dtype()), Type, op, "expected {} of dtype float32, bfloat16 or float16, got {}",
+                  name, dtype_name(t.dtype()));
+}
+
+// A state tensor the kernel updates in place: float32, contiguous, of `shape`.
+void check_state(const Tensor& state, const Shape& shape, const char* op, const char* name) {
+  check_defined(state, op, name);
+  KILN_CHECK_KIND(state.dtype() == DType::Float32, Type, op, "expected {} of dtype float32, got {}", name,
+                  dtype_name(state.dtype()));
+  KILN_CHECK(state.sizes() == shape, op, "expected {} of shape {}, got {}", name, shape_to_string(shape),
+             state.shape_str());
+  KILN_CHECK(state.is_contiguous(), op, "{} must be contiguous (it is updated in place)", name);
+  check_writable(state, op);
+}
+
+Tensor as_float32(const Tensor& t) { return t.to(DType::Float32).contiguous(); }
+
+}  // namespace
+
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, const std::string& activation) {
+  constexpr const char* op = "causal_conv1d";
+  check_float(x, op, "x");
+  check_float(weight, op, "weight");
+  KILN_CHECK(x.dim() == 2, op, "expected x of shape [tokens, channels], got {}", x.shape_str());
+  KILN_CHECK_KIND(activation == "silu" || activation == "none", Value, op,
+                  "activation must be \"silu\" or \"none\", got \"{}\"", activation);
+  const int64_t channels = x.size(1);
+  const bool conv_layout = weight.dim() == 3 && weight.size(1) == 1;  // nn.Conv1d's [C, 1, K]
+  KILN_CHECK((weight.dim() == 2 || conv_layout) && weight.size(0) == channels && weight.size(-1) >= 1, op,
+             "expected weight of shape [channels, kernel] or [channels, 1, kernel] with channels = {}, got {}",
+             channels, weight.shape_str());
+  const int64_t kernel = weight.size(-1);
+  check_state(conv_state, {kernel - 1, channels}, op, "conv_state");
+
+  Tensor out = Tensor::empty({x.size(0), channels}, DType::Float32);
+  if (x.numel() > 0) {
+    const Tensor xf = as_float32(x);
+    const Tensor wf = as_float32(weight.reshape({channels, kernel}));
+    backend::gated_delta_kernels.on(x.device(), op)
+        .causal_conv1d(current_context(), {xf.data<float>(), wf.data<float>(), conv_state.data<float>(),
+                                           out.data<float>(), x.size(0), channels, kernel, activation == "silu"});
+  }
+  return out.to(x.dtype());
+}
+
+DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias) {
+  constexpr const char* op = "gated_delta_gates";
+  check_float(a, op, "a");
+  check_float(b, op, "b");
+  check_float(A_log, op, "A_log");
+  check_float(dt_bias, op, "dt_bias");
+  KILN_CHECK(a.dim() >= 1 && a.sizes() == b.sizes(), op, "expected a and b of one shape [..., heads], got {} and {}",
+             a.shape_str(), b.shape_str());
+  const int64_t heads = a.size(-1);
+  KILN_CHECK(A_log.sizes() == Shape{heads} && dt_bias.sizes() == Shape{heads}, op,
+             "expected A_log and dt_bias of shape [{}] (the last dim of a), got {} and {}", heads, A_log.shape_str(),
+             dt_bias.shape_str());
+  DeltaGates gates{Tensor::empty(a.sizes(), DType::Float32), Tensor::empty(a.sizes(), DType::Float32)};
+  if (a.numel() == 0) return gates;
+  const Tensor af = as_float32(a), bf = as_float32(b), lf = as_float32(A_log), df = as_float32(dt_bias);
+  backend::gated_delta_kernels.on(a.device(), op)
+      .gates(current_context(), {af.data<float>(), bf.data<float>(), lf.data<float>(), df.data<float>(),
+                                 gates.g.data<float>(), gates.beta.data<float>(), a.numel() / heads, heads});
+  return gates;
+}
+
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        Tensor& state, bool use_qk_l2norm_in_kernel, std::optional<double> scale) {
+  constexpr const char* op = "gated_delta_rule";
+  for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{q, "q"}, {k, "k"}, {v, "v"}, {g, "g"},
+                                {beta, "beta"}}) {
+    check_float(t, op, name);
+  }
+  KILN_CHECK(q.dim() == 3 && q.sizes() == k.sizes(), op,
+             "expected q and k of one shape [tokens, key_heads, key_dim], got {} and {}", q.shape_str(), k.shape_str());
+  const int64_t tokens = q.size(0), key_heads = q.size(1), key_dim = q.size(2);
+  KILN_CHECK(v.dim() == 3 && v.size(0) == tokens, op, "expected v of shape [tokens = {}, value_heads, value_dim], got {}",
+             tokens, v.shape_str());
+  const int64_t value_heads = v.size(1), value_dim = v.size(2);
+  KILN_CHECK(key_heads > 0 && key_dim > 0 && value_heads > 0 && value_dim > 0, op,
+             "expected non-empty heads, got q {} and v {}", q.shape_str(), v.shape_str());
+  KILN_CHECK(value_heads % key_heads == 0, op, "value heads ({}) must be a multiple of key heads ({})", value_heads,
+             key_heads);
+  const Shape gate_shape{tokens, value_heads};
+  KILN_CHECK(g.sizes() == gate_shape && beta.sizes() == gate_shape, op,
+             "expected g and beta of shape {}, got {} and {}", shape_to_string(gate_shape), g.shape_str(),
+             beta.shape_str());
+  check_state(state, {value_heads, key_dim, value_dim}, op, "state");
+  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(key_dim)));
+  KILN_CHECK_KIND(std::isfinite(s), Value, op, "scale must be finite, got {}", s);
+  // The state is [value_heads, key_dim, value_dim] float32: its byte count must fit.
+  checked_mul(checked_mul(checked_mul(value_heads, key_dim, op), value_dim, op), int64_t{4}, op);
+
+  Tensor out = Tensor::empty({tokens, value_heads, value_dim}, DType::Float32);
+  if (tokens == 0) return out;
+  const Tensor qf = as_float32(q), kf = as_float32(k), vf = as_float32(v), gf = as_float32(g), bf = as_float32(beta);
+  backend::gated_delta_kernels.on(q.device(), op)
+      .rule(current_context(), {qf.data<float>(), kf.data<float>(), vf.data<float>(), gf.data<float>(),
+                                bf.data<float>(), state.data<float>(), out.data<float>(), tokens, key_heads,
+                                value_heads, key_dim, value_dim, use_qk_l2norm_in_kernel, static_cast<float>(s)});
+  return out;
+}
+
+}  // namespace kiln
