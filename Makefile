@@ -72,5 +72,12 @@ bench: build
 hostile-sweep: build
 	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) scripts/hostile-sweep $(SWEEP_ARGS)
 
+# `pip install .` end to end: builds the wheel (scikit-build-core from PyPI), installs it
+# into a fresh venv outside the source tree and smoke-tests it (import and `kiln --help`).
+# Not part of `make test`.
+.PHONY: test-wheel
+test-wheel: deps
+	scripts/test-wheel $(PYTHON)
+
 clean:
 	rm -rf build
