@@ -53,8 +53,26 @@ bool sequence_as_tuple(const py::handle& key) {
 // A list, tuple or numpy array used as an index: bool and uint8 data stay masks, anything
 // else becomes int64 (PyTorch's indexing_tensor_from_data; floats truncate as there).
 Tensor sequence_to_index(const py::handle& seq) {
-  const Tensor t = py::module_::import("kiln").attr("tensor")(seq).cast<Tensor>();
+  Tensor t;
+  try {
+    t = py::module_::import("kiln").attr("tensor")(seq).cast<Tensor>();
+  } catch (py::error_already_set& e) {
+    // Ints past int64, strings, ragged nesting: numpy cannot make one array of them.
+    throw py::index_error("a " + type_name(seq) + " used as an index must hold integers or booleans of one nested "
+                          "shape (" + std::string(e.what()) + ")");
+  }
+  if (is_complex(t.dtype())) throw py::type_error("'complex' object cannot be interpreted as an integer");
   return is_mask_dtype(t.dtype()) ? t : t.to(DType::Int64);
+}
+
+// A list, tuple or numpy array with a length (a 0-dim array has none and is an int).
+bool is_sized_sequence(const py::handle& k) {
+  if (!PySequence_Check(k.ptr()) || py::isinstance<py::str>(k) || py::isinstance<py::bytes>(k)) return false;
+  if (PySequence_Size(k.ptr()) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
 }
 
 // Dims the key names (everything but None, `...` and Python bools); masks count their dims.
@@ -138,6 +156,10 @@ SlicedKey apply_slicing(const Tensor& self, const py::handle& key) {
     } else if (py::isinstance<py::bool_>(k)) {
       out.view = out.view.unsqueeze(dim);
       out.record(bool_index(k.cast<bool>()), dim++);
+    } else if (is_sized_sequence(k)) {
+      const Tensor t = sequence_to_index(k);
+      out.record(t, dim);
+      dim += is_mask_dtype(t.dtype()) ? t.dim() : 1;
     } else if (PyIndex_Check(k.ptr())) {
       out.view = select_checked(out.view, dim, k);
     } else if (py::isinstance<py::slice>(k)) {
@@ -150,10 +172,6 @@ SlicedKey apply_slicing(const Tensor& self, const py::handle& key) {
       std::optional<int64_t> step = get(sl.attr("step"));
       if (step && *step <= 0) throw py::value_error("step must be greater than zero");
       out.view = out.view.slice(dim++, get(sl.attr("start")), get(sl.attr("stop")), step.value_or(1));
-    } else if (PySequence_Check(k.ptr()) && !py::isinstance<py::str>(k) && !py::isinstance<py::bytes>(k)) {
-      const Tensor t = sequence_to_index(k);
-      out.record(t, dim);
-      dim += is_mask_dtype(t.dtype()) ? t.dim() : 1;
     } else {
       throw py::index_error("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
                             "valid indices (got " + type_name(k) + ")");

@@ -159,6 +159,10 @@ TEST(AdvancedIndex, ShapesAndValuesMatchReference) {
     expect_matches_reference(self, {std::nullopt, i3.to(DType::Int32)});                     // int32 index
     expect_matches_reference(self, {long_tensor({}, {0})});                                  // empty index
   }
+  // Zero-size and one-element inputs.
+  EXPECT_EQ(index(zeros({0, 3}), {std::nullopt, long_tensor({2, 0}, {2})}).sizes(), (Shape{0, 2}));
+  EXPECT_EQ(index(zeros({2, 0}), {long_tensor({1}, {1})}).sizes(), (Shape{1, 0}));
+  expect_matches_reference(random_values({1}, DType::Float32, 8), {long_tensor({0, -1, 0}, {3})});
   // An expanded (stride-0) self and an expanded index.
   const Tensor wide = random_values({5}, DType::Float64, 3).expand({3, 5});
   expect_matches_reference(wide, {std::nullopt, long_tensor({4}, {1}).expand({7})});

@@ -111,6 +111,10 @@ def test_pytorch_rules_where_numpy_differs():
     assert x[False].shape == (0, 2, 3, 4)
     assert x[kiln.tensor(True)].shape == (1, 2, 3, 4)
     assert x[..., None, kiln.tensor(False)].shape == (2, 3, 4, 1, 0)
+    # So is a short 2-d numpy array (its rows are the indices); a 0-d array selects.
+    np.testing.assert_array_equal(x[np.array([[0, 1], [1, 0]])].numpy(), x[[0, 1], [1, 0]].numpy())
+    assert x[np.array(1)].shape == (3, 4)
+    assert x[[True, 1]].shape == (2, 3, 4)  # a mixed list is integers: [1, 1]
     # uint8 tensors are masks, as in PyTorch.
     assert x[kiln.tensor([1, 0], dtype=kiln.uint8)].shape == (1, 3, 4)
     # An index result is a copy, never a view.
@@ -160,6 +164,8 @@ ERRORS = [
     (lambda x: x[kiln.tensor([0.5])], IndexError, "tensors used as indices must be long, int, byte or bool tensors"),
     (lambda x: x[1.5], IndexError, "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables"),
     (lambda x: x["a"], IndexError, "only integers, slices"),
+    (lambda x: x[[2 ** 70]], IndexError, "a list used as an index must hold integers or booleans"),
+    (lambda x: x[[1j]], TypeError, "'complex' object cannot be interpreted as an integer"),
     (lambda x: x[0, 0, 0, 0], IndexError, "too many indices for tensor of dimension 3"),
     (lambda x: x[..., 0, ...], IndexError, "an index can only have a single ellipsis"),
     (lambda x: x.__setitem__([0, 1], kiln.ones(3)), RuntimeError,
