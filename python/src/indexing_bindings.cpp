@@ -197,16 +197,24 @@ Tensor strip_leading_ones(const Tensor& value) {
 }
 
 void setitem(const Tensor& self, const py::handle& key, const py::handle& value) {
-  Tensor v;
-  if (is_tensor(value)) {
-    v = value.cast<Tensor>();
-  } else if (is_python_number(value) || PyIndex_Check(value.ptr()) || py::hasattr(value, "__float__")) {
-    v = full({}, to_scalar(value, "__setitem__"), self.dtype());
-  } else {
+  const bool number = !is_tensor(value);
+  if (number && !(is_python_number(value) || PyIndex_Check(value.ptr()) || py::hasattr(value, "__float__"))) {
     throw py::type_error("can't assign a " + type_name(value) + " to a kiln tensor of dtype " +
                          std::string(dtype_name(self.dtype())) + " (assign a number or a kiln.Tensor)");
   }
   SlicedKey sliced = apply_slicing(self, key);
+  if (number) {
+    const Scalar s = to_scalar(value, "__setitem__");
+    // Through index tensors the number is range-checked, as PyTorch does; a basic key
+    // fills the view (fill_ converts without that check today).
+    if (sliced.indices.empty()) {
+      sliced.view.fill_(s);
+    } else {
+      index_put_(sliced.view, sliced.indices, s);
+    }
+    return;
+  }
+  const Tensor v = value.cast<Tensor>();
   const Tensor stripped = v.dim() > 0 ? strip_leading_ones(v) : v;
   if (sliced.indices.empty()) {
     sliced.view.copy_(stripped);

@@ -13,6 +13,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/index.h"
 #include "kiln/type_promotion.h"
+#include "ops/fill_value.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -248,6 +249,12 @@ Tensor index_put_(const Tensor& self, const IndexList& indices, const Tensor& va
                                                       plan.indexed_strides, plan.indexed_dims},
                                                      expanded_values, accumulate});
   return self;
+}
+
+Tensor index_put_(const Tensor& self, const IndexList& indices, const Scalar& value) {
+  check_defined(self, "index_put_", "self");
+  check_fill_value(value, self.dtype(), "index_put_");
+  return index_put_(self, indices, scalar_tensor(value, self.dtype()), false);
 }
 
 Tensor index_put(const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate) {

@@ -339,6 +339,11 @@ TEST(AdvancedIndex, BadInputsRaisePyTorchsErrors) {
   Tensor expanded = zeros({1}).expand({3});
   expect_error([&] { index_put_(expanded, {long_tensor({0}, {1})}, ones({1}), false); }, ErrorKind::Runtime,
                "index_put_");
+  Tensor bytes = zeros({2}, DType::UInt8);
+  expect_error([&] { index_put_(bytes, {long_tensor({0}, {1})}, Scalar(int64_t{300})); }, ErrorKind::Runtime,
+               "value cannot be converted to type uint8 without overflow");
+  index_put_(bytes, {long_tensor({1}, {1})}, Scalar(2.5));
+  EXPECT_EQ(bytes.at({1}).to_int64(), 2);
   // Nothing was written by the failed calls.
   EXPECT_EQ(total(y), 0.0);
 }

@@ -175,6 +175,10 @@ ERRORS = [
     (lambda x: x.__setitem__(x > 0, kiln.ones(2)), RuntimeError, "shape mismatch"),
     (lambda x: x.__setitem__([9], 1.0), IndexError, "index 9 is out of bounds for dimension 0 with size 4"),
     (lambda x: x.__setitem__([0], [1, 2]), TypeError, "can't assign a list"),
+    (lambda x: kiln.zeros(2, dtype=kiln.uint8).__setitem__([0], 300), RuntimeError,
+     "value cannot be converted to type uint8 without overflow"),
+    (lambda x: kiln.zeros(2, dtype=kiln.int32).__setitem__(kiln.tensor([True, False]), float("nan")), RuntimeError,
+     "value cannot be converted to type int32 without overflow"),
     (lambda x: x.index_put_((kiln.tensor([0]),), 1.0), TypeError, ""),
     (lambda x: x.index_put_(kiln.tensor([0]), kiln.ones(1)), TypeError, "must be a tuple of Tensors"),
     (lambda x: kiln.zeros(3, dtype=kiln.float8_e4m3fn).index_put_(

@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "kiln/scalar.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -34,6 +35,10 @@ Tensor index(const Tensor& self, const IndexList& indices);
 // one wins. A single mask with a one-element `values` fills through masked_fill_ (and
 // then converts the value, as PyTorch).
 Tensor index_put_(const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate = false);
+// self[indices] = value for a number (PyTorch's C++ Tensor::index_put_(indices, Scalar)):
+// the value must fit self's dtype ("value cannot be converted to type uint8 without
+// overflow"), then it is written as a 0-dim tensor of self's dtype.
+Tensor index_put_(const Tensor& self, const IndexList& indices, const Scalar& value);
 // torch.index_put: the same on a copy of self.
 Tensor index_put(const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate = false);
 
