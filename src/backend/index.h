@@ -81,7 +81,8 @@ struct IndexGatherProblem {
 
 // base[p + offset(p)] = values[p] (or += with accumulate), values already expanded to the
 // iteration shape with base's dtype. Runs in iteration order on one thread, so a position
-// named twice gets the last value (or sums in index order), whatever the thread count.
+// named twice gets the last value (or sums in index order), whatever the thread count;
+// every index is checked before anything is written.
 struct IndexPutProblem {
   AdvancedIndexGeometry where;
   const Tensor& values;

@@ -333,6 +333,11 @@ TEST(AdvancedIndex, BadInputsRaisePyTorchsErrors) {
                "shape mismatch: value tensor of shape [3] cannot be broadcast to indexing result of shape [2]");
   expect_error([&] { index_put_(y, {long_tensor({7}, {1})}, ones({1}), true); }, ErrorKind::Index,
                "index 7 is out of bounds for dimension 0 with size 3");
+  // A bad index after good ones: nothing is written (every index is checked first).
+  expect_error([&] { index_put_(y, {long_tensor({0, 1, 3}, {3})}, ones({3}), false); }, ErrorKind::Index,
+               "index 3 is out of bounds for dimension 0 with size 3");
+  expect_error([&] { index_put_(y, {long_tensor({2, -4}, {2})}, ones({2}), true); }, ErrorKind::Index,
+               "index -4 is out of bounds for dimension 0 with size 3");
   Tensor f8 = zeros({3}, DType::Float8_e4m3fn);
   expect_error([&] { index_put_(f8, {long_tensor({0}, {1})}, zeros({1}, DType::Float8_e4m3fn), true); },
                ErrorKind::Type, "accumulate is not implemented for float8_e4m3fn");

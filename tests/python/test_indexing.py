@@ -174,6 +174,8 @@ ERRORS = [
      "Index put requires the source and destination dtypes match, got float32 for the destination and int64"),
     (lambda x: x.__setitem__(x > 0, kiln.ones(2)), RuntimeError, "shape mismatch"),
     (lambda x: x.__setitem__([9], 1.0), IndexError, "index 9 is out of bounds for dimension 0 with size 4"),
+    (lambda x: x.__setitem__(([0, 1, 2], [0, 1, 7]), 1.0), IndexError,
+     "index 7 is out of bounds for dimension 1 with size 5"),  # checked before any write
     (lambda x: x.__setitem__([0], [1, 2]), TypeError, "can't assign a list"),
     (lambda x: kiln.zeros(2, dtype=kiln.uint8).__setitem__([0], 300), RuntimeError,
      "value cannot be converted to type uint8 without overflow"),

@@ -128,10 +128,17 @@ void index_gather_impl(ThreadPool& pool, const backend::IndexGatherProblem& p) {
   });
 }
 
+// Every index is checked before the first write, so an out-of-range one leaves self as
+// it was.
+void check_all_offsets(const OperandWalk& walk, const IndexOffsets& offset_of) {
+  walk.for_each(0, walk.numel, [&](char* const* ptrs) { offset_of(ptrs + 2); });
+}
+
 template <size_t kElem>
 void index_put_copy(const backend::IndexPutProblem& p) {
   const OperandWalk walk(walk_operands(p.where, p.values), p.values.sizes());
   const IndexOffsets offset_of(p.where);
+  check_all_offsets(walk, offset_of);
   walk.for_each(0, walk.numel, [&](char* const* ptrs) {
     std::memcpy(ptrs[0] + offset_of(ptrs + 2), ptrs[1], kElem);
   });
@@ -143,6 +150,7 @@ void index_put_accumulate(const backend::IndexPutProblem& p) {
   const typename Acc::Alpha one = Acc::alpha(Scalar(int64_t{1}));
   const OperandWalk walk(walk_operands(p.where, p.values), p.values.sizes());
   const IndexOffsets offset_of(p.where);
+  check_all_offsets(walk, offset_of);
   walk.for_each(0, walk.numel, [&](char* const* ptrs) {
     char* dst = ptrs[0] + offset_of(ptrs + 2);
     T acc, x;
