@@ -81,5 +81,12 @@ HF_PYTHON := build/hf-venv/bin/python
 check-hf: build
 	KILN_PYTHONPATH=$(BUILD_DIR)/python $(HF_PYTHON) scripts/hf_reference_check.py
 
+# `pip install .` end to end: builds the wheel (scikit-build-core from PyPI), installs it
+# into a fresh venv outside the source tree and smoke-tests it (import and `kiln --help`).
+# Not part of `make test`.
+.PHONY: test-wheel
+test-wheel: deps
+	scripts/test-wheel $(PYTHON)
+
 clean:
 	rm -rf build

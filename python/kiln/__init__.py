@@ -81,4 +81,12 @@ def threads(n):
     return _kiln._ThreadsBlock(n)
 
 
+from . import _tensor_str  # noqa: E402
+
+# PyTorch's printed layout (python/kiln/_tensor_str.py).
+Tensor.__repr__ = _tensor_str.tensor_repr
+Tensor.__str__ = _tensor_str.tensor_repr
+Tensor.__format__ = _tensor_str.tensor_format
+set_printoptions = _tensor_str.set_printoptions
+
 from . import llm, nn  # noqa: E402,F401

@@ -150,4 +150,6 @@ PYBIND11_MODULE(_kiln, m) {
   bind_llm(m);
   bind_composite(m);
   bind_profiler(m);
+  bind_indexing(m);
+  bind_dlpack(m);
 }

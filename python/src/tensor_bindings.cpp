@@ -1,4 +1,5 @@
-// kiln.Tensor and kiln.dtype: geometry, views, indexing and numpy interop.
+// kiln.Tensor and kiln.dtype: geometry, views and numpy interop (indexing:
+// indexing_bindings.cpp).
 #include <pybind11/complex.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "foreign_memory.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
@@ -64,28 +66,19 @@ Tensor from_numpy(const py::array& arr) {
   DType dtype = kiln_dtype_of(arr.dtype());
   const int64_t isz = static_cast<int64_t>(itemsize(dtype));
   Shape sizes, strides;
-  int64_t lo = 0, hi = 0;  // byte range touched, relative to arr.data()
-  bool empty_array = arr.size() == 0;
   for (ssize_t d = 0; d < arr.ndim(); ++d) {
     int64_t st = arr.strides(d);
     if (st % isz != 0) throw py::value_error("from_numpy: array strides must be multiples of the element size");
     sizes.push_back(arr.shape(d));
     strides.push_back(st / isz);
-    if (!empty_array) {
-      int64_t span = (arr.shape(d) - 1) * st;
-      (span < 0 ? lo : hi) += span;
-    }
   }
-  char* base = static_cast<char*>(const_cast<void*>(arr.data())) + lo;
-  size_t nbytes = empty_array ? 0 : static_cast<size_t>(hi - lo + isz);
   auto* owner = new py::object(arr);
   std::shared_ptr<void> keep_alive(owner, [](py::object* o) {
     py::gil_scoped_acquire gil;  // the last reference may drop on any thread
     delete o;
   });
-  auto storage = Storage::borrow(empty_array ? nullptr : base, nbytes, std::move(keep_alive));
-  storage->read_only = !arr.writeable();
-  return Tensor::from_storage(std::move(storage), sizes, strides, empty_array ? 0 : -lo / isz, dtype);
+  char* data = static_cast<char*>(const_cast<void*>(arr.data()));
+  return borrow_foreign(data, dtype, sizes, strides, std::move(keep_alive), !arr.writeable(), "from_numpy");
 }
 
 py::array to_numpy(const Tensor& t) {
@@ -103,57 +96,6 @@ py::array to_numpy(const Tensor& t) {
   py::array out(*dt, shape, strides, data ? data : &dummy, owner);
   // Read-only memory stays read-only through numpy too.
   if (t.storage()->read_only) out.attr("setflags")(py::arg("write") = false);
-  return out;
-}
-
-// Python basic indexing: ints, slices, None, Ellipsis, and tuples of them.
-Tensor index_tensor(const Tensor& t, const py::handle& key) {
-  std::vector<py::handle> items;
-  if (py::isinstance<py::tuple>(key)) {
-    for (auto k : py::reinterpret_borrow<py::tuple>(key)) items.push_back(k);
-  } else {
-    items.push_back(key);
-  }
-  int64_t consumed = 0, ellipses = 0;
-  for (auto k : items) {
-    if (k.is_none()) continue;
-    if (k.ptr() == Py_Ellipsis) { ++ellipses; continue; }
-    ++consumed;
-  }
-  if (ellipses > 1) throw py::index_error("an index can only have a single ellipsis ('...')");
-  if (consumed > t.dim()) {
-    throw py::index_error("too many indices for tensor of dimension " + std::to_string(t.dim()));
-  }
-  Tensor out = t;
-  int64_t d = 0;
-  for (auto k : items) {
-    if (k.is_none()) {
-      out = out.unsqueeze(d++);
-    } else if (k.ptr() == Py_Ellipsis) {
-      d += t.dim() - consumed;
-    } else if (py::isinstance<py::slice>(k)) {
-      auto sl = py::reinterpret_borrow<py::slice>(k);
-      // Bounds past int64 clamp, as Python clamps slice bounds to the sequence.
-      auto get = [](py::object o) -> std::optional<int64_t> {
-        if (o.is_none()) return std::nullopt;
-        return to_int64_clamped(o);
-      };
-      std::optional<int64_t> step = get(sl.attr("step"));
-      if (step && *step <= 0) throw py::value_error("step must be greater than zero");
-      out = out.slice(d++, get(sl.attr("start")), get(sl.attr("stop")), step.value_or(1));
-    } else if (PyIndex_Check(k.ptr()) && !py::isinstance<py::bool_>(k)) {
-      const int64_t index = to_int64_clamped(k);
-      if (index == std::numeric_limits<int64_t>::min() || index == std::numeric_limits<int64_t>::max()) {
-        // Past int64 is past every dimension (the clamped value would misreport it).
-        throw py::index_error("index " + describe_int(k) + " is out of bounds for dimension " + std::to_string(d) +
-                              " with size " + std::to_string(out.size(d)));
-      }
-      out = out.select(d, index);
-    } else {
-      throw py::index_error("only integers, slices (`:`), ellipsis (`...`) and None are valid indices (got " +
-                            std::string(py::str(k.get_type().attr("__name__"))) + ")");
-    }
-  }
   return out;
 }
 
@@ -265,15 +207,6 @@ void bind_tensor(py::module_& m) {
         return t.as_strided(to_shape(size, "as_strided"), to_shape(stride, "as_strided", "stride"), offset);
       },
            py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none())
-      .def("__getitem__", &index_tensor)
-      .def("__setitem__", [](const Tensor& t, const py::handle& key, const py::object& value) {
-        Tensor dst = index_tensor(t, key);
-        if (py::isinstance<Tensor>(value)) {
-          dst.copy_(value.cast<Tensor>());
-        } else {
-          dst.fill_(to_scalar(value, "__setitem__"));
-        }
-      })
       .def("__len__", [](const Tensor& t) {
         if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
         return t.size(0);

@@ -1,6 +1,7 @@
 // The index family of the kernel table: index_select/embedding rows, gather,
 // scatter_add/index_add, masked_fill and masked_select (front end: src/ops/index_ops.cpp,
-// which checks shapes, dtypes, bounds and overlaps and allocates the outputs).
+// which checks shapes, dtypes, bounds and overlaps and allocates the outputs), and
+// advanced indexing: nonzero, index, index_put_ (front end: src/ops/advanced_index.cpp).
 //
 // Kernels that only move data (index_select, gather, masked_fill, masked_select) copy
 // elements bit for bit, so fp8 and every other dtype work alike. Every tensor has at
@@ -57,6 +58,37 @@ struct MaskedFillProblem {
   const Tensor& value;
 };
 
+// Advanced indexing (self[i0, i1, ...] with index tensors), PyTorch's restrided form:
+// every operand is viewed over one iteration shape (the result's), `base` with stride 0
+// on the broadcast index dims, and index k (int32 or int64, expanded to the iteration
+// shape) adds wrap(index_k[p]) * indexed_strides[k] elements to base's position p,
+// where wrap maps [-size, 0) to [0, size). An index outside [-indexed_sizes[k],
+// indexed_sizes[k]) is an Index error naming indexed_dims[k] (a dim of the indexed
+// tensor, for the message).
+struct AdvancedIndexGeometry {
+  const Tensor& base;
+  const std::vector<Tensor>& indices;
+  const std::vector<int64_t>& indexed_sizes;
+  const std::vector<int64_t>& indexed_strides;
+  const std::vector<int64_t>& indexed_dims;
+};
+
+// out[p] = base[p + offset(p)]; out is contiguous with the iteration shape, base's dtype.
+struct IndexGatherProblem {
+  const Tensor& out;
+  AdvancedIndexGeometry where;
+};
+
+// base[p + offset(p)] = values[p] (or += with accumulate), values already expanded to the
+// iteration shape with base's dtype. Runs in iteration order on one thread, so a position
+// named twice gets the last value (or sums in index order), whatever the thread count;
+// every index is checked before anything is written.
+struct IndexPutProblem {
+  AdvancedIndexGeometry where;
+  const Tensor& values;
+  bool accumulate;
+};
+
 struct IndexKernels {
   // The values of a 1-D or 0-D int32/int64 index tensor as int64, in order.
   std::vector<int64_t> (*index_values)(const ExecutionContext& ctx, const Tensor& index) = nullptr;
@@ -66,6 +98,11 @@ struct IndexKernels {
   void (*masked_fill)(const ExecutionContext& ctx, const MaskedFillProblem& p) = nullptr;
   // The elements of input where mask (bool, input's shape) is true, in row-major order.
   Tensor (*masked_select)(const ExecutionContext& ctx, const Tensor& input, const Tensor& mask) = nullptr;
+  // The coordinates of input's nonzero elements (any dtype; -0.0 is zero, NaN is not), in
+  // row-major order, as an int64 [count, input.dim()] tensor.
+  Tensor (*nonzero)(const ExecutionContext& ctx, const Tensor& input) = nullptr;
+  void (*index_gather)(const ExecutionContext& ctx, const IndexGatherProblem& p) = nullptr;
+  void (*index_put)(const ExecutionContext& ctx, const IndexPutProblem& p) = nullptr;
 };
 
 inline KernelTable<IndexKernels> index_kernels{"index"};

@@ -13,6 +13,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
+#include "ops/fill_value.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -67,7 +68,22 @@ std::vector<int64_t> read_rows(const ExecutionContext& ctx, const Tensor& index,
   return rows;
 }
 
-// PyTorch's checked conversion of a fill value: it must fit the target dtype.
+Scalar value_from_tensor(const Tensor& value, const char* op) {
+  check_defined(value, op, "value");
+  KILN_CHECK(value.dim() == 0, op,
+             "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with {} dimension(s).",
+             value.dim());
+  return value.item();
+}
+
+void check_bool_mask(const Tensor& mask, const char* op) {
+  check_defined(mask, op, "mask");
+  KILN_CHECK_KIND(mask.dtype() == DType::Bool, Type, op, "expected a bool mask, but got mask with dtype {}",
+                  dtype_name(mask.dtype()));
+}
+
+}  // namespace
+
 void check_fill_value(const Scalar& value, DType dt, const char* op) {
   const auto fail_overflow = [&] {
     fail(ErrorKind::Runtime, op, "value cannot be converted to type {} without overflow (got {})", dtype_name(dt),
@@ -95,22 +111,6 @@ void check_fill_value(const Scalar& value, DType dt, const char* op) {
     if (v < -bound || v >= bound) fail_overflow();
   }
 }
-
-Scalar value_from_tensor(const Tensor& value, const char* op) {
-  check_defined(value, op, "value");
-  KILN_CHECK(value.dim() == 0, op,
-             "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with {} dimension(s).",
-             value.dim());
-  return value.item();
-}
-
-void check_bool_mask(const Tensor& mask, const char* op) {
-  check_defined(mask, op, "mask");
-  KILN_CHECK_KIND(mask.dtype() == DType::Bool, Type, op, "expected a bool mask, but got mask with dtype {}",
-                  dtype_name(mask.dtype()));
-}
-
-}  // namespace
 
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   check_defined(input, "index_select", "input");

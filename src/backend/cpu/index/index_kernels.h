@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/index.h"
 #include "kiln/scalar.h"
 #include "kiln/tensor.h"
 #include "kiln/thread_pool.h"
@@ -45,5 +46,16 @@ void masked_fill(ThreadPool& pool, const Tensor& out, const Tensor& input, const
 
 // The elements of input where mask (bool, same shape) is true, in row-major order.
 Tensor masked_select(ThreadPool& pool, const Tensor& input, const Tensor& mask);
+
+// The coordinates of input's nonzero elements as int64 [count, input.dim()], row-major
+// order; floats compare by value (-0.0 is zero, NaN is not), fp8 too.
+Tensor nonzero(ThreadPool& pool, const Tensor& input);
+
+// Advanced indexing (backend/index.h): index_gather splits the output over the pool;
+// index_put runs in iteration order on the calling thread so repeated positions resolve
+// deterministically (last write wins, or sums in index order). Both throw Index-kind
+// Errors for out-of-range indices; index_put with accumulate throws Type-kind for fp8.
+void index_gather(ThreadPool& pool, const backend::IndexGatherProblem& p);
+void index_put(const backend::IndexPutProblem& p);
 
 }  // namespace kiln::cpu

@@ -1,5 +1,5 @@
 // Installs the CPU kernels of the index family (gather_kernels, scatter_kernels,
-// masked_kernels).
+// masked_kernels, advanced_index_kernels).
 #include "backend/cpu/index/index_kernels.h"
 #include "backend/index.h"
 
@@ -24,6 +24,11 @@ const bool registered = [] {
   k.masked_select = [](const ExecutionContext& ctx, const Tensor& input, const Tensor& mask) {
     return masked_select(ctx.pool(), input, mask);
   };
+  k.nonzero = [](const ExecutionContext& ctx, const Tensor& input) { return nonzero(ctx.pool(), input); };
+  k.index_gather = [](const ExecutionContext& ctx, const backend::IndexGatherProblem& p) {
+    index_gather(ctx.pool(), p);
+  };
+  k.index_put = [](const ExecutionContext&, const backend::IndexPutProblem& p) { index_put(p); };
   backend::index_kernels.install(DeviceType::CPU, k);
   return true;
 }();

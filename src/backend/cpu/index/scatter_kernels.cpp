@@ -6,10 +6,9 @@
 // by one thread in order j = 0, 1, ... Every element of self can only be reached from
 // one such position, so each one sums its contributions in index order on one thread,
 // which is also PyTorch's CPU order, and results do not depend on the thread count.
-#include <complex>
 #include <cstring>
-#include <type_traits>
 
+#include "backend/cpu/index/accumulate.h"
 #include "backend/cpu/index/index_kernels.h"
 #include "backend/cpu/common/loops.h"
 #include "kiln/error.h"
@@ -21,47 +20,6 @@ namespace {
 
 // Minimum (position, j) pairs per thread.
 constexpr int64_t kScatterGrain = 1 << 15;
-
-// How one dtype accumulates: `Alpha` is the type alpha is converted to once per call.
-template <typename T>
-struct Accumulate {
-  // f16 and bf16 add in float and round after every addition, like PyTorch's CPU kernel.
-  using Alpha = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  static Alpha alpha(const Scalar& s) { return static_cast<Alpha>(s.to_double()); }
-  static T add(T dst, T src, Alpha a) {
-    return static_cast<T>(static_cast<Alpha>(dst) + a * static_cast<Alpha>(src));
-  }
-};
-
-template <typename R>
-struct Accumulate<std::complex<R>> {
-  using Alpha = std::complex<R>;
-  static Alpha alpha(const Scalar& s) { return static_cast<Alpha>(s.to_complex()); }
-  static std::complex<R> add(std::complex<R> dst, std::complex<R> src, Alpha a) { return dst + a * src; }
-};
-
-template <>
-struct Accumulate<bool> {
-  using Alpha = bool;
-  static Alpha alpha(const Scalar& s) { return s.to_bool(); }
-  static bool add(bool dst, bool src, Alpha a) { return dst || (a && src); }
-};
-
-// Integers wrap modulo 2^bits like PyTorch's; computing in uint64 keeps that free of
-// signed-overflow UB.
-template <typename T>
-  requires std::is_integral_v<T> && (!std::is_same_v<T, bool>)
-struct Accumulate<T> {
-  using Alpha = uint64_t;
-  static Alpha alpha(const Scalar& s) {
-    return s.tag() == Scalar::Tag::UInt ? s.to_uint64() : static_cast<uint64_t>(s.to_int64());
-  }
-  static uint64_t widen(T v) {
-    if constexpr (std::is_signed_v<T>) return static_cast<uint64_t>(static_cast<int64_t>(v));
-    else return static_cast<uint64_t>(v);
-  }
-  static T add(T dst, T src, Alpha a) { return static_cast<T>(widen(dst) + a * widen(src)); }
-};
 
 // A tensor header over `t`'s storage with the given geometry, without as_strided's
 // bounds check (the walks below never read outside what the front end validated).
@@ -128,26 +86,9 @@ using ScatterFn = void (*)(ThreadPool&, const Tensor&, int64_t, const Tensor&, c
 
 template <typename Index>
 ScatterFn scatter_fn(DType dt) {
-  switch (dt) {
-    case DType::Bool: return &scatter_add_impl<bool, Index>;
-    case DType::UInt8: return &scatter_add_impl<uint8_t, Index>;
-    case DType::UInt16: return &scatter_add_impl<uint16_t, Index>;
-    case DType::UInt32: return &scatter_add_impl<uint32_t, Index>;
-    case DType::UInt64: return &scatter_add_impl<uint64_t, Index>;
-    case DType::Int8: return &scatter_add_impl<int8_t, Index>;
-    case DType::Int16: return &scatter_add_impl<int16_t, Index>;
-    case DType::Int32: return &scatter_add_impl<int32_t, Index>;
-    case DType::Int64: return &scatter_add_impl<int64_t, Index>;
-    case DType::Float16: return &scatter_add_impl<Half, Index>;
-    case DType::BFloat16: return &scatter_add_impl<BFloat16, Index>;
-    case DType::Float32: return &scatter_add_impl<float, Index>;
-    case DType::Float64: return &scatter_add_impl<double, Index>;
-    case DType::Complex64: return &scatter_add_impl<std::complex<float>, Index>;
-    case DType::Complex128: return &scatter_add_impl<std::complex<double>, Index>;
-    case DType::Float8_e4m3fn:
-    case DType::Float8_e5m2: break;
-  }
-  return nullptr;
+  return visit_addable_dtype<ScatterFn>(dt, nullptr, [](auto tag) -> ScatterFn {
+    return &scatter_add_impl<typename decltype(tag)::type, Index>;
+  });
 }
 
 }  // namespace
