@@ -1,0 +1,191 @@
+// Batched triangular solve (linalg.solve_triangular), any strides.
+//
+// Two paths, both solving left systems only: a right solve X op(A) = B is the left solve
+// Aᵀ Xᵀ = Bᵀ, the same problem with A's and X's row and column strides swapped and the
+// triangle flipped.
+//  - n <= 64 (the hybrid models' chunked prefill: unit-lower 16/32/64 blocks, 8+
+//    right-hand sides): each (matrix, panel of W right-hand-side columns) task packs A
+//    row-major (once per matrix and thread) and the panel into scratch and substitutes
+//    with the panel's W accumulators held in registers; A stays in L1. OpenBLAS's trsm
+//    pays a call, its own packing and a thread check per tiny matrix, which costs more
+//    than the solve at these sizes.
+//  - larger n: A and a block of columns are packed column-major and OpenBLAS's blocked
+//    trsm solves them (its gemm-based update is the right tool once A leaves L1).
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/linalg/linalg_common.h"
+#include "backend/cpu/linalg/linalg_kernels.h"
+#include "backend/cpu/matmul/blas.h"
+#include "backend/cpu/matmul/blas_buffer_guard.h"
+#include "kiln/int_math.h"
+
+namespace kiln::cpu::linalg {
+namespace {
+
+constexpr int64_t kSmallOrder = 64;
+
+struct Layout {
+  int64_t batch_stride, row_stride, col_stride;
+};
+
+// Right-hand-side columns per register panel: 64 bytes of accumulators (one AVX-512
+// register, two AVX2 ones) per row.
+template <typename T>
+constexpr int kPanel = 64 / sizeof(T) < 4 ? 4 : 64 / sizeof(T);
+
+// Packs A row-major (n x n) and the reciprocals of its diagonal.
+template <typename T>
+void pack_triangle(const T* a, const Layout& la, int64_t n, bool upper, bool unit, T* packed, T* rdiag) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j0 = upper ? i : 0;
+    const int64_t j1 = upper ? n : i + 1;
+    for (int64_t j = j0; j < j1; ++j) packed[i * n + j] = a[i * la.row_stride + j * la.col_stride];
+    rdiag[i] = unit ? T(1) : T(1) / packed[i * n + i];
+  }
+}
+
+template <typename T, int W>
+void substitute_panel(const T* a, const T* rdiag, T* x, int64_t n, bool upper, bool unit) {
+  for (int64_t step = 0; step < n; ++step) {
+    const int64_t i = upper ? n - 1 - step : step;
+    T acc[W];
+    for (int w = 0; w < W; ++w) acc[w] = x[i * W + w];
+    const T* ai = a + i * n;
+    const int64_t j0 = upper ? i + 1 : 0;
+    const int64_t j1 = upper ? n : i;
+    for (int64_t j = j0; j < j1; ++j) {
+      const T aij = ai[j];
+      const T* xj = x + j * W;
+      for (int w = 0; w < W; ++w) acc[w] -= mul(aij, xj[w]);
+    }
+    if (!unit) {
+      const T r = rdiag[i];
+      for (int w = 0; w < W; ++w) acc[w] = mul(acc[w], r);
+    }
+    for (int w = 0; w < W; ++w) x[i * W + w] = acc[w];
+  }
+}
+
+template <typename T>
+void solve_small(const ExecutionContext& ctx, const TriangularSolveProblem& p, const Layout& la, const Layout& lx,
+                 bool upper) {
+  constexpr int W = kPanel<T>;
+  const int64_t n = p.n;
+  const int64_t panels = ceil_div(p.nrhs, int64_t{W});
+  const int64_t tasks = checked_mul(p.batch, panels, "solve_triangular");
+  const T* a = static_cast<const T*>(p.a);
+  T* x = static_cast<T*>(p.x);
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * n / 2));
+  ctx.pool().parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
+    T* packed = ctx.scratch_of<T>(0, n * n + n + n * W);
+    T* rdiag = packed + n * n;
+    T* panel = rdiag + n;
+    int64_t packed_matrix = -1;
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / panels;
+      const int64_t c0 = (t % panels) * W;
+      const int64_t cols = std::min<int64_t>(W, p.nrhs - c0);
+      // Two batch entries that share A (a broadcast) share the packed copy too.
+      const int64_t a_offset = b * la.batch_stride;
+      if (a_offset != packed_matrix) {
+        pack_triangle(a + a_offset, la, n, upper, p.unitriangular, packed, rdiag);
+        packed_matrix = a_offset;
+      }
+      T* xb = x + b * lx.batch_stride + c0 * lx.col_stride;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t c = 0; c < cols; ++c) panel[i * W + c] = xb[i * lx.row_stride + c * lx.col_stride];
+        for (int64_t c = cols; c < W; ++c) panel[i * W + c] = T(0);
+      }
+      substitute_panel<T, W>(packed, rdiag, panel, n, upper, p.unitriangular);
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t c = 0; c < cols; ++c) xb[i * lx.row_stride + c * lx.col_stride] = panel[i * W + c];
+      }
+    }
+  });
+}
+
+template <typename T>
+void trsm_column_major(bool upper, bool unit, int n, int cols, const T* a, T* x) {
+  const BlasBufferGuard guard;
+  const auto uplo = upper ? CblasUpper : CblasLower;
+  const auto diag = unit ? CblasUnit : CblasNonUnit;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_strsm(CblasColMajor, CblasLeft, uplo, CblasNoTrans, diag, n, cols, 1.0f, a, n, x, n);
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dtrsm(CblasColMajor, CblasLeft, uplo, CblasNoTrans, diag, n, cols, 1.0, a, n, x, n);
+  } else {
+    const T one(1);
+    if constexpr (std::is_same_v<T, c64>) {
+      cblas_ctrsm(CblasColMajor, CblasLeft, uplo, CblasNoTrans, diag, n, cols, &one, a, n, x, n);
+    } else {
+      cblas_ztrsm(CblasColMajor, CblasLeft, uplo, CblasNoTrans, diag, n, cols, &one, a, n, x, n);
+    }
+  }
+}
+
+template <typename T>
+void solve_large(const ExecutionContext& ctx, const TriangularSolveProblem& p, const Layout& la, const Layout& lx,
+                 bool upper) {
+  ensure_blas_single_threaded();
+  const int64_t n = p.n;
+  // Column blocks let one large system use every thread.
+  const int64_t threads = ctx.num_threads();
+  const int64_t blocks_per_matrix = p.batch >= threads ? 1 : std::min<int64_t>(ceil_div(threads, p.batch), p.nrhs);
+  const int64_t block_cols = ceil_div(p.nrhs, blocks_per_matrix);
+  const int64_t tasks = checked_mul(p.batch, blocks_per_matrix, "solve_triangular");
+  const int64_t a_elems = checked_mul(n, n, "solve_triangular");
+  const int64_t x_elems = checked_mul(n, block_cols, "solve_triangular");
+  const T* a = static_cast<const T*>(p.a);
+  T* x = static_cast<T*>(p.x);
+  ctx.pool().parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
+    T* packed = ctx.scratch_of<T>(0, checked_add(a_elems, x_elems, "solve_triangular"));
+    T* panel = packed + a_elems;
+    int64_t packed_matrix = -1;
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / blocks_per_matrix;
+      const int64_t c0 = (t % blocks_per_matrix) * block_cols;
+      const int64_t cols = std::min<int64_t>(block_cols, p.nrhs - c0);
+      if (cols <= 0) continue;
+      const int64_t a_offset = b * la.batch_stride;
+      if (a_offset != packed_matrix) {
+        const T* ab = a + a_offset;
+        for (int64_t j = 0; j < n; ++j) {
+          for (int64_t i = 0; i < n; ++i) packed[i + j * n] = ab[i * la.row_stride + j * la.col_stride];
+        }
+        packed_matrix = a_offset;
+      }
+      T* xb = x + b * lx.batch_stride + c0 * lx.col_stride;
+      for (int64_t c = 0; c < cols; ++c) {
+        for (int64_t i = 0; i < n; ++i) panel[i + c * n] = xb[i * lx.row_stride + c * lx.col_stride];
+      }
+      trsm_column_major(upper, p.unitriangular, static_cast<int>(n), static_cast<int>(cols), packed, panel);
+      for (int64_t c = 0; c < cols; ++c) {
+        for (int64_t i = 0; i < n; ++i) xb[i * lx.row_stride + c * lx.col_stride] = panel[i + c * n];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void triangular_solve_cpu(const ExecutionContext& ctx, const TriangularSolveProblem& p) {
+  if (p.batch == 0 || p.n == 0 || p.nrhs == 0) return;
+  Layout la{p.a_batch_stride, p.a_row_stride, p.a_col_stride};
+  Layout lx{p.x_batch_stride, p.x_row_stride, p.x_col_stride};
+  bool upper = p.upper;
+  if (!p.left) {
+    std::swap(la.row_stride, la.col_stride);
+    std::swap(lx.row_stride, lx.col_stride);
+    upper = !upper;
+  }
+  dispatch(p.dtype, "solve_triangular", [&](auto tag) {
+    using T = decltype(tag);
+    if (p.n <= kSmallOrder) solve_small<T>(ctx, p, la, lx, upper);
+    else solve_large<T>(ctx, p, la, lx, upper);
+  });
+}
+
+}  // namespace kiln::cpu::linalg
