@@ -24,6 +24,7 @@ void bind_ops(py::module_& m);
 void bind_llm(py::module_& m);
 void bind_composite(py::module_& m);  // the kiln.composite submodule
 void bind_linalg(py::module_& m);     // the kiln.linalg submodule
+void bind_pointwise_index_extra(py::module_& m);  // frexp, take, bincount, kiln.special, ...
 // kiln::Error, std::bad_alloc and other C++ exceptions -> the Python exception PyTorch
 // raises, with the message intact whatever bytes it quotes (errors.cpp).
 void register_error_translator();

@@ -150,4 +150,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_llm(m);
   bind_composite(m);
   bind_linalg(m);
+  bind_pointwise_index_extra(m);
 }
