@@ -55,7 +55,8 @@ struct LuFactorProblem {
 
 // getrs: B (n x nrhs) is overwritten by the solution of op(A) X = B where LU/pivots come
 // from LuFactorProblem; trans is 'N', 'T' or 'C'. With conjugate_rhs, B is conjugated
-// before and X after (X conj(A)... solves for right-sided adjoint systems).
+// before and X after, which turns A Y = conj(B) into conj(A) X = B (the front end's
+// right-sided adjoint solve X Aᴴ = B, transposed).
 struct LuSolveProblem {
   DType dtype;
   int64_t batch, n, nrhs;

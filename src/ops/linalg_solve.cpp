@@ -180,8 +180,9 @@ Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool le
 SolveExResult solve_ex(const Tensor& A, const Tensor& B, bool left, bool check_errors_flag) {
   const char* op = "linalg.solve";
   check_square(A, op);
-  check_matrix_input(B, op, "B");  // vector B is reshaped below; dtype checked first
-  check_same_dtype(A, B, op);
+  check_defined(B, op, "B");
+  check_same_dtype(A, B, op);  // A's dtype is checked, so B's is too
+  KILN_CHECK(B.dim() >= 1, op, "The input tensor B must have at least 1 dimension.");
   const bool vector = is_vector_rhs(A, B);
   KILN_CHECK(!(vector && !left), op,
              "Vector broadcasting of the left hand side is not supported for left=False. In this case linalg.solve is "

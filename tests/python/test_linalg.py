@@ -157,3 +157,19 @@ def test_errors_are_pytorchs():
     with pytest.raises(TypeError):
         kiln.linalg.solve_triangular(k(np.eye(2)), k(np.eye(2)))  # upper is required
     assert kiln.linalg.det(k(np.zeros((0, 3, 3)))).shape == (0,)
+
+
+def test_vector_rhs_and_empty_matrices():
+    a = well((2, 3, 3), np.float64)
+    v = rand((3,), np.float64)
+    np.testing.assert_allclose(kiln.linalg.solve(k(a), k(v)).numpy(), np.linalg.solve(a, v[None, :, None])[..., 0],
+                               atol=1e-13)
+    z = k(np.zeros((2, 0, 0)))
+    assert kiln.linalg.cholesky(z).shape == (2, 0, 0)
+    assert kiln.linalg.eigh(z).eigenvalues.shape == (2, 0)
+    assert kiln.linalg.slogdet(z).sign.numpy().tolist() == [1.0, 1.0]
+    q, r = kiln.linalg.qr(k(np.zeros((2, 3, 0))), mode="complete")
+    np.testing.assert_array_equal(q.numpy(), np.broadcast_to(np.eye(3), (2, 3, 3)))
+    assert r.shape == (2, 3, 0)
+    sol = kiln.linalg.lstsq(k(np.zeros((0, 3))), k(np.zeros((0, 2))))
+    np.testing.assert_array_equal(sol.solution.numpy(), np.zeros((3, 2)))
