@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/linalg/linalg_kernels.h"
+#include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/linalg.h"
 #include "linalg_test_util.h"
@@ -109,6 +111,29 @@ TEST(LinalgSolveTriangular, StridedAndBroadcastOperandsAndTheChunkedPrefillShape
   for (int64_t i = 0; i < 256; i += 37) {
     const Values ref = triangular_ref(&a[i * 4096], &b[i * 512], 64, 64, 8, false, true, true);
     ASSERT_LE(max_diff(&x[i * 512], ref.data(), 512), 20.0 * 64 * eps_of(DType::Float32) * max_abs(ref));
+  }
+}
+
+// The kernel itself with strides no BLAS call can take (every other row of A, every
+// other column of X), so both operands of the large path are packed, and with a
+// broadcast A (batch stride 0).
+TEST(LinalgSolveTriangular, KernelPacksOperandsOfAnyStride) {
+  for (int64_t n : {40, 100}) {
+    const int64_t k = 5;
+    Tensor A = triangle(1, 2 * n, DType::Float64, false, false, 3).squeeze(0);  // read every other row/column
+    Tensor B = random_tensor({2, n, 2 * k}, DType::Float64, 4);
+    Tensor X = B.clone();
+    const backend::TriangularSolveProblem p{DType::Float64, 2, n, k, A.data_ptr(), 0, 2 * (2 * n), 2,
+                                            X.data_ptr(), n * 2 * k, 2 * k, 2, false, true, false};
+    cpu::linalg::triangular_solve_cpu(current_context(), p);
+    const Values a = values(A.slice(0, 0, std::nullopt, 2).slice(1, 0, std::nullopt, 2));
+    const Values b = values(B.slice(2, 0, std::nullopt, 2)), x = values(X.slice(2, 0, std::nullopt, 2));
+    for (int64_t i = 0; i < 2; ++i) {
+      const Values ref = triangular_ref(a.data(), &b[i * n * k], n, n, k, false, true, false);
+      EXPECT_LE(max_diff(&x[i * n * k], ref.data(), n * k), 20.0 * n * eps_of(DType::Float64) * max_abs(ref)) << n;
+    }
+    // The untouched odd columns of X are B's.
+    EXPECT_EQ(values(X.slice(2, 1, std::nullopt, 2)), values(B.slice(2, 1, std::nullopt, 2)));
   }
 }
 

@@ -9,11 +9,13 @@
 //    with the panel's W accumulators held in registers; A stays in L1. OpenBLAS's trsm
 //    pays a call, its own packing and a thread check per tiny matrix, which costs more
 //    than the solve at these sizes.
-//  - larger n: A and a block of columns are packed column-major and OpenBLAS's blocked
-//    trsm solves them (its gemm-based update is the right tool once A leaves L1).
+//  - larger n: OpenBLAS's blocked trsm (its gemm-based update is the right tool once A
+//    leaves L1), on A and X in place when they are row- or column-major, else on packed
+//    copies.
 #include <cblas.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "backend/cpu/linalg/linalg_common.h"
@@ -106,42 +108,72 @@ void solve_small(const ExecutionContext& ctx, const TriangularSolveProblem& p, c
   });
 }
 
+// How BLAS can read a matrix in place: column-major (unit row stride) or row-major
+// (unit column stride) with a leading dimension covering the other extent; kNone when
+// neither (it is then packed).
+enum class Storage { kColumnMajor, kRowMajor, kNone };
+
+Storage storage_of(const Layout& l, int64_t rows, int64_t cols) {
+  const int64_t int_max = std::numeric_limits<int>::max();
+  if (l.row_stride == 1 && l.col_stride >= std::max<int64_t>(1, rows) && l.col_stride <= int_max)
+    return Storage::kColumnMajor;
+  if (l.col_stride == 1 && l.row_stride >= std::max<int64_t>(1, cols) && l.row_stride <= int_max)
+    return Storage::kRowMajor;
+  return Storage::kNone;
+}
+
+// One trsm: op(A) X = B, left side, X (n x cols) in place, both described to CBLAS in
+// `order`; `transpose` reads A transposed (A stored in the other order).
 template <typename T>
-void trsm_column_major(bool upper, bool unit, int n, int cols, const T* a, T* x) {
+void trsm(CBLAS_ORDER order, bool upper, bool transpose, bool unit, int n, int cols, const T* a, int lda, T* x,
+          int ldx) {
   const BlasBufferGuard guard;
   const auto uplo = upper ? CblasUpper : CblasLower;
+  const auto trans = transpose ? CblasTrans : CblasNoTrans;
   const auto diag = unit ? CblasUnit : CblasNonUnit;
   if constexpr (std::is_same_v<T, float>) {
-    cblas_strsm(CblasColMajor, CblasLeft, uplo, CblasNoTrans, diag, n, cols, 1.0f, a, n, x, n);
+    cblas_strsm(order, CblasLeft, uplo, trans, diag, n, cols, 1.0f, a, lda, x, ldx);
   } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dtrsm(CblasColMajor, CblasLeft, uplo, CblasNoTrans, diag, n, cols, 1.0, a, n, x, n);
+    cblas_dtrsm(order, CblasLeft, uplo, trans, diag, n, cols, 1.0, a, lda, x, ldx);
   } else {
     const T one(1);
     if constexpr (std::is_same_v<T, c64>) {
-      cblas_ctrsm(CblasColMajor, CblasLeft, uplo, CblasNoTrans, diag, n, cols, &one, a, n, x, n);
+      cblas_ctrsm(order, CblasLeft, uplo, trans, diag, n, cols, &one, a, lda, x, ldx);
     } else {
-      cblas_ztrsm(CblasColMajor, CblasLeft, uplo, CblasNoTrans, diag, n, cols, &one, a, n, x, n);
+      cblas_ztrsm(order, CblasLeft, uplo, trans, diag, n, cols, &one, a, lda, x, ldx);
     }
   }
 }
 
+// Large n: OpenBLAS's blocked trsm, on A and X in place when their strides allow (the
+// usual case: kiln's front end hands over contiguous X), else on packed copies. A
+// stored in the order opposite to X's is read transposed with the triangle flipped.
 template <typename T>
 void solve_large(const ExecutionContext& ctx, const TriangularSolveProblem& p, const Layout& la, const Layout& lx,
                  bool upper) {
   ensure_blas_single_threaded();
   const int64_t n = p.n;
+  const Storage x_storage = storage_of(lx, n, p.nrhs);
+  const bool x_packed = x_storage == Storage::kNone;
+  const bool column_major = x_storage != Storage::kRowMajor;
+  const Storage a_storage = storage_of(la, n, n);
+  const bool a_packed = a_storage == Storage::kNone;
+  const bool a_transposed = !a_packed && (a_storage == Storage::kColumnMajor) != column_major;
+  const bool a_upper = a_transposed ? !upper : upper;
+  const int a_ld = a_packed ? static_cast<int>(n)
+                            : static_cast<int>(a_storage == Storage::kColumnMajor ? la.col_stride : la.row_stride);
   // Column blocks let one large system use every thread.
   const int64_t threads = ctx.num_threads();
   const int64_t blocks_per_matrix = p.batch >= threads ? 1 : std::min<int64_t>(ceil_div(threads, p.batch), p.nrhs);
   const int64_t block_cols = ceil_div(p.nrhs, blocks_per_matrix);
   const int64_t tasks = checked_mul(p.batch, blocks_per_matrix, "solve_triangular");
-  const int64_t a_elems = checked_mul(n, n, "solve_triangular");
-  const int64_t x_elems = checked_mul(n, block_cols, "solve_triangular");
+  const int64_t a_elems = a_packed ? checked_mul(n, n, "solve_triangular") : 0;
+  const int64_t x_elems = x_packed ? checked_mul(n, block_cols, "solve_triangular") : 0;
   const T* a = static_cast<const T*>(p.a);
   T* x = static_cast<T*>(p.x);
   ctx.pool().parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
-    T* packed = ctx.scratch_of<T>(0, checked_add(a_elems, x_elems, "solve_triangular"));
-    T* panel = packed + a_elems;
+    T* scratch = ctx.scratch_of<T>(0, checked_add(std::max<int64_t>(a_elems, 1), x_elems, "solve_triangular"));
+    T* panel = scratch + std::max<int64_t>(a_elems, 1);
     int64_t packed_matrix = -1;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t b = t / blocks_per_matrix;
@@ -149,20 +181,30 @@ void solve_large(const ExecutionContext& ctx, const TriangularSolveProblem& p, c
       const int64_t cols = std::min<int64_t>(block_cols, p.nrhs - c0);
       if (cols <= 0) continue;
       const int64_t a_offset = b * la.batch_stride;
-      if (a_offset != packed_matrix) {
-        const T* ab = a + a_offset;
-        for (int64_t j = 0; j < n; ++j) {
-          for (int64_t i = 0; i < n; ++i) packed[i + j * n] = ab[i * la.row_stride + j * la.col_stride];
+      const T* ab = a + a_offset;
+      if (a_packed) {
+        if (a_offset != packed_matrix) {
+          for (int64_t j = 0; j < n; ++j) {
+            for (int64_t i = 0; i < n; ++i) scratch[i + j * n] = ab[i * la.row_stride + j * la.col_stride];
+          }
+          packed_matrix = a_offset;
         }
-        packed_matrix = a_offset;
+        ab = scratch;
       }
       T* xb = x + b * lx.batch_stride + c0 * lx.col_stride;
-      for (int64_t c = 0; c < cols; ++c) {
-        for (int64_t i = 0; i < n; ++i) panel[i + c * n] = xb[i * lx.row_stride + c * lx.col_stride];
-      }
-      trsm_column_major(upper, p.unitriangular, static_cast<int>(n), static_cast<int>(cols), packed, panel);
-      for (int64_t c = 0; c < cols; ++c) {
-        for (int64_t i = 0; i < n; ++i) xb[i * lx.row_stride + c * lx.col_stride] = panel[i + c * n];
+      if (x_packed) {
+        for (int64_t c = 0; c < cols; ++c) {
+          for (int64_t i = 0; i < n; ++i) panel[i + c * n] = xb[i * lx.row_stride + c * lx.col_stride];
+        }
+        trsm(CblasColMajor, a_upper, a_transposed, p.unitriangular, static_cast<int>(n), static_cast<int>(cols), ab,
+             a_ld, panel, static_cast<int>(n));
+        for (int64_t c = 0; c < cols; ++c) {
+          for (int64_t i = 0; i < n; ++i) xb[i * lx.row_stride + c * lx.col_stride] = panel[i + c * n];
+        }
+      } else {
+        const int x_ld = static_cast<int>(column_major ? lx.col_stride : lx.row_stride);
+        trsm(column_major ? CblasColMajor : CblasRowMajor, a_upper, a_transposed, p.unitriangular,
+             static_cast<int>(n), static_cast<int>(cols), ab, a_ld, xb, x_ld);
       }
     }
   });
