@@ -4,6 +4,7 @@
 
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
+#include "kiln/ops/reduce.h"
 #include "kiln/type_promotion.h"
 #include "ops/linalg_common.h"
 #include "ops/op_utils.h"
@@ -167,12 +168,10 @@ Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool le
   const Tensor lu_buffer = column_major_copy(LU, batch);
   const Tensor piv = pivots.expand(with_vector(batch, n)).contiguous();
   // Pivots index rows: one out of range would make LAPACK read past the matrix.
-  {
-    const int32_t* p = piv.data<int32_t>();
-    for (int64_t i = 0; i < piv.numel(); ++i) {
-      KILN_CHECK(p[i] >= 1 && p[i] <= n, op, "pivots must be between 1 and {} (LAPACK's 1-based rows), got {}", n,
-                 p[i]);
-    }
+  if (piv.numel() > 0) {
+    const int64_t lo = amin(piv).item().to_int64(), hi = amax(piv).item().to_int64();
+    KILN_CHECK(lo >= 1 && hi <= n, op, "pivots must be between 1 and {} (LAPACK's 1-based rows), got {}", n,
+               lo < 1 ? lo : hi);
   }
   return solve_with_factors(lu_buffer, piv, B, batch, left, adjoint, op);
 }

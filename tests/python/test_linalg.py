@@ -173,3 +173,16 @@ def test_vector_rhs_and_empty_matrices():
     assert r.shape == (2, 3, 0)
     sol = kiln.linalg.lstsq(k(np.zeros((0, 3))), k(np.zeros((0, 2))))
     np.testing.assert_array_equal(sol.solution.numpy(), np.zeros((3, 2)))
+
+
+def test_pinv_tolerance_tensors_broadcast_per_matrix():
+    a = np.stack([np.diag([4.0, 1.0, 0.1]), np.diag([4.0, 1.0, 0.1])])
+    atol = k(np.array([0.5, 0.05]))
+    got = kiln.linalg.pinv(k(a), atol=atol).numpy()
+    np.testing.assert_allclose(got[0], np.diag([0.25, 1.0, 0.0]), atol=1e-15)
+    np.testing.assert_allclose(got[1], np.diag([0.25, 1.0, 10.0]), atol=1e-13)
+    # rtol relative to the largest singular value; hermitian reads eigenvalues' magnitudes.
+    np.testing.assert_allclose(kiln.linalg.pinv(k(a[0]), rtol=0.2).numpy(), np.diag([0.25, 1.0, 0.0]), atol=1e-15)
+    h = np.diag([-2.0, 0.5, 1e-20])
+    np.testing.assert_allclose(kiln.linalg.pinv(k(h), hermitian=True).numpy(), np.diag([-0.5, 2.0, 0.0]),
+                               atol=1e-15)
