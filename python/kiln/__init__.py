@@ -82,3 +82,4 @@ def threads(n):
 
 
 from . import llm, nn  # noqa: E402,F401
+from . import linalg  # noqa: E402,F401

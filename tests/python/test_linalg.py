@@ -186,3 +186,11 @@ def test_pinv_tolerance_tensors_broadcast_per_matrix():
     h = np.diag([-2.0, 0.5, 1e-20])
     np.testing.assert_allclose(kiln.linalg.pinv(k(h), hermitian=True).numpy(), np.diag([-0.5, 2.0, 0.0]),
                                atol=1e-15)
+
+
+def test_importable_as_a_module():
+    import kiln.linalg as la
+
+    assert la is kiln.linalg and la.LinAlgError is kiln.linalg.LinAlgError
+    with pytest.raises(la.LinAlgError):
+        la.inv(k(np.zeros((2, 2))))
