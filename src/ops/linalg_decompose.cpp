@@ -178,7 +178,7 @@ Tensor pinv(const Tensor& A, const std::optional<Tensor>& atol, const std::optio
                          a_tol.data<double>(), r_tol.data<double>(), out.data_ptr()};
   if (hermitian) {
     // A = V diag(w) Vᴴ: X = V diag(1/w) Vᴴ.
-    EighResult e = eigh_impl(A, "L", true, op);
+    EighResult e = eigh_impl(A, "L", true, "linalg.eigh");  // its errors read as eigh's, as in PyTorch
     const Tensor v = column_major_copy(e.eigenvectors, batch);
     const Tensor w = e.eigenvalues.contiguous();
     p.k = n;
