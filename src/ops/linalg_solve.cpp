@@ -230,7 +230,8 @@ Tensor det(const Tensor& A) {
   Tensor out = empty(batch, A.dtype());
   if (count == 0) return out;
   if (n <= kClosedFormOrder) {
-    const Tensor a = column_major_copy(A, batch);
+    // det(Aᵀ) = det(A): a row-major A is read as the column-major Aᵀ, without a copy.
+    const Tensor a = A.is_contiguous() ? A : column_major_copy(A, batch);
     kernels(A, op).small_matrix(current_context(),
                                 {A.dtype(), count, n, 0, a.data_ptr(), out.data_ptr(), nullptr, nullptr, nullptr});
     return out;
@@ -270,20 +271,24 @@ InvExResult inv_ex(const Tensor& A, bool check_errors_flag) {
   const int64_t count = batch_count(batch, op);
   InvExResult r;
   r.info = zeros(batch, DType::Int32);
+  // A real row-major A is read as the column-major Aᵀ, whose inverse, column-major, is
+  // A⁻¹ row-major: no transposing copy, and `info` comes from the LU of Aᵀ, as in
+  // PyTorch (linalg.solve factors Aᵀ for contiguous real input).
+  const bool transposed = !is_complex(A.dtype()) && A.is_contiguous();
   if (n >= 1 && n <= kClosedFormOrder) {
-    const Tensor a = column_major_copy(A, batch);
+    const Tensor a = transposed ? A : column_major_copy(A, batch);
     Tensor out = empty(with_matrix(batch, n, n), A.dtype());
     if (count > 0) {
       kernels(A, op).small_matrix(current_context(), {A.dtype(), count, n, 0, a.data_ptr(), nullptr, out.data_ptr(),
                                                       nullptr, r.info.data<int32_t>()});
     }
-    r.inverse = matrices(out);  // written column-major
+    r.inverse = transposed ? out : matrices(out);
   } else {
-    Tensor buffer = column_major_copy(A, batch);
+    Tensor buffer = transposed ? A.clone() : column_major_copy(A, batch);
     if (count > 0 && n > 0) {
       kernels(A, op).inverse(current_context(), {A.dtype(), count, n, buffer.data_ptr(), r.info.data<int32_t>()});
     }
-    r.inverse = matrices(buffer);
+    r.inverse = transposed ? buffer : matrices(buffer);
   }
   if (check_errors_flag) check_errors(r.info, "linalg.inv_ex", A.dim() == 2);
   return r;

@@ -253,21 +253,25 @@ TEST(LinalgInvDet, IdentitiesAndReferenceDeterminantsAcrossTheClosedFormBoundary
 TEST(LinalgInvDet, SingularNearSingularNanAndEmpty) {
   for (DType dt : kLinalgDTypes) {
     // Batch element 1 is [[1,2,3],[2,4,6],[1,1,1]]: partial pivoting meets an exact zero
-    // at U[3,3], so info is 3 on the closed-form path (its LU fallback) and on LAPACK's.
+    // at U[3,3], and in its transpose at U[2,2]. inv factors Aᵀ for contiguous real input
+    // (as PyTorch), A otherwise: info 2 or 3, the same on the closed-form path (its LU
+    // fallback) and on LAPACK's.
+    const int32_t expected = is_complex(dt) ? 3 : 2;
     Values v = values(well_conditioned({3, 3, 3}, dt, 3));
     const Values singular = {1, 2, 3, 2, 4, 6, 1, 1, 1};
     std::copy(singular.begin(), singular.end(), v.begin() + 9);
     Tensor A = from_values(v, {3, 3, 3}, dt);
     linalg::InvExResult r = linalg::inv_ex(A);
     EXPECT_EQ(r.info.contiguous().data<int32_t>()[0], 0);
-    EXPECT_EQ(r.info.contiguous().data<int32_t>()[1], 3);
+    EXPECT_EQ(r.info.contiguous().data<int32_t>()[1], expected);
     try {
       linalg::inv(A);
       ADD_FAILURE() << "expected LinAlgError";
     } catch (const linalg::LinAlgError& e) {
       EXPECT_EQ(e.batch_index(), 1);
-      EXPECT_EQ(e.info(), 3);
-      EXPECT_NE(std::string(e.what()).find("linalg.inv: (Batch element 1): The diagonal element 3 is zero"),
+      EXPECT_EQ(e.info(), expected);
+      EXPECT_NE(std::string(e.what()).find(fmt::format("linalg.inv: (Batch element 1): The diagonal element {} is zero",
+                                                       expected)),
                 std::string::npos)
           << e.what();
     }
@@ -281,7 +285,10 @@ TEST(LinalgInvDet, SingularNearSingularNanAndEmpty) {
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 3; ++j) big[i * 6 + j] = singular[i * 3 + j];
     for (int i = 3; i < 6; ++i) big[i * 6 + i] = 1;
-    EXPECT_EQ(linalg::inv_ex(from_values(big, {6, 6}, dt)).info.item().to_int64(), 3);
+    EXPECT_EQ(linalg::inv_ex(from_values(big, {6, 6}, dt)).info.item().to_int64(), expected);
+    // Read through a transposed view (not contiguous), A itself is factored: info 3.
+    Tensor At = from_values(v, {3, 3, 3}, dt).transpose(-2, -1).contiguous().transpose(-2, -1);
+    EXPECT_EQ(linalg::inv_ex(At).info.contiguous().data<int32_t>()[1], 3);
   }
   // Scales whose cofactors under- or overflow float32 take the LU fallback and still
   // invert: det = 1e-120 or 1e120 is out of float32's range, the inverse is not.

@@ -27,7 +27,7 @@ bool finite(T v) {
 
 // SoA: a[(i + j * N) * kLanes + l] is entry (i, j) of lane l; the same for inv.
 template <typename T, int N>
-void closed_form(const T* a, T* det, T* inv) {
+[[gnu::always_inline]] inline void closed_form(const T* a, T* det, T* inv) {
   auto A = [&](int i, int j, int l) { return a[(i + j * N) * kLanes + l]; };
   auto B = [&](int i, int j, int l) -> T& { return inv[(i + j * N) * kLanes + l]; };
   for (int l = 0; l < kLanes; ++l) {
@@ -117,56 +117,87 @@ int32_t by_lu(const SmallMatrixProblem& p, int64_t b, T* det, T* inv, T* x) {
   return info;
 }
 
+// Matrices [kLanes * begin, kLanes * end) of the batch.
 template <typename T, int N>
-void small_matrix_typed(const ExecutionContext& ctx, const SmallMatrixProblem& p) {
+[[gnu::always_inline]] inline void process_groups(const SmallMatrixProblem& p, int64_t begin, int64_t end) {
   constexpr int NN = N * N;
   const T* a = static_cast<const T*>(p.a);
   T* det_out = static_cast<T*>(p.det);
   T* inv_out = static_cast<T*>(p.inverse);
   T* b_out = static_cast<T*>(p.b);
-  const int64_t groups = ceil_div(p.batch, int64_t{kLanes});
-  ctx.pool().parallel_for(groups, 64, [&](int64_t begin, int64_t end) {
-    alignas(64) T soa[NN * kLanes];
-    alignas(64) T inv[NN * kLanes];
-    alignas(64) T det[kLanes];
-    for (int64_t g = begin; g < end; ++g) {
-      const int64_t b0 = g * kLanes;
-      const int lanes = static_cast<int>(std::min<int64_t>(kLanes, p.batch - b0));
-      for (int l = 0; l < kLanes; ++l) {
-        // Idle lanes compute on the identity: no division by zero to trap on.
-        const T* src = a + (b0 + std::min(l, lanes - 1)) * NN;
-        for (int e = 0; e < NN; ++e) soa[e * kLanes + l] = l < lanes ? src[e] : T((e % (N + 1)) == 0 ? 1 : 0);
+  alignas(64) T soa[NN * kLanes];
+  alignas(64) T inv[NN * kLanes];
+  alignas(64) T det[kLanes];
+  for (int64_t g = begin; g < end; ++g) {
+    const int64_t b0 = g * kLanes;
+    const int lanes = static_cast<int>(std::min<int64_t>(kLanes, p.batch - b0));
+    for (int l = 0; l < kLanes; ++l) {
+      // Idle lanes compute on the identity: no division by zero to trap on.
+      const T* src = a + (b0 + std::min(l, lanes - 1)) * NN;
+      for (int e = 0; e < NN; ++e) soa[e * kLanes + l] = l < lanes ? src[e] : T((e % (N + 1)) == 0 ? 1 : 0);
+    }
+    closed_form<T, N>(soa, det, inv);
+    for (int l = 0; l < lanes; ++l) {
+      const int64_t b = b0 + l;
+      T* x = b_out != nullptr ? b_out + b * N * p.nrhs : nullptr;
+      if (det[l] == T(0) || !finite(det[l])) {
+        T* inv_b = inv_out != nullptr ? inv_out + b * NN : nullptr;
+        T* det_b = det_out != nullptr ? det_out + b : nullptr;
+        const int32_t info = by_lu<T>(p, b, det_b, inv_b, x);
+        if (p.info != nullptr) p.info[b] = info;
+        continue;
       }
-      closed_form<T, N>(soa, det, inv);
-      for (int l = 0; l < lanes; ++l) {
-        const int64_t b = b0 + l;
-        T* x = b_out != nullptr ? b_out + b * N * p.nrhs : nullptr;
-        if (det[l] == T(0) || !finite(det[l])) {
-          T* inv_b = inv_out != nullptr ? inv_out + b * NN : nullptr;
-          T* det_b = det_out != nullptr ? det_out + b : nullptr;
-          const int32_t info = by_lu<T>(p, b, det_b, inv_b, x);
-          if (p.info != nullptr) p.info[b] = info;
-          continue;
-        }
-        if (p.info != nullptr) p.info[b] = 0;
-        if (det_out != nullptr) det_out[b] = det[l];
-        if (inv_out != nullptr) {
-          for (int e = 0; e < NN; ++e) inv_out[b * NN + e] = inv[e * kLanes + l];
-        }
-        if (x != nullptr) {
-          for (int64_t c = 0; c < p.nrhs; ++c) {
-            T col[N];
-            for (int i = 0; i < N; ++i) col[i] = x[i + c * N];
-            for (int i = 0; i < N; ++i) {
-              T s = T(0);
-              for (int j = 0; j < N; ++j) s += mul(inv[(i + j * N) * kLanes + l], col[j]);
-              x[i + c * N] = s;
-            }
+      if (p.info != nullptr) p.info[b] = 0;
+      if (det_out != nullptr) det_out[b] = det[l];
+      if (inv_out != nullptr) {
+        for (int e = 0; e < NN; ++e) inv_out[b * NN + e] = inv[e * kLanes + l];
+      }
+      if (x != nullptr) {
+        for (int64_t c = 0; c < p.nrhs; ++c) {
+          T col[N];
+          for (int i = 0; i < N; ++i) col[i] = x[i + c * N];
+          for (int i = 0; i < N; ++i) {
+            T s = T(0);
+            for (int j = 0; j < N; ++j) s += mul(inv[(i + j * N) * kLanes + l], col[j]);
+            x[i + c * N] = s;
           }
         }
       }
     }
-  });
+  }
+}
+
+// Compiled for AVX2 and AVX-512 too and picked once at run time, as the triangular
+// solve's panels (the build's baseline gives the lane loops 4 float lanes). Without FMA
+// contraction every target computes the same values.
+using GroupFn = void (*)(const SmallMatrixProblem& p, int64_t begin, int64_t end);
+
+template <typename T, int N>
+void groups_baseline(const SmallMatrixProblem& p, int64_t begin, int64_t end) {
+  process_groups<T, N>(p, begin, end);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename T, int N>
+__attribute__((target("avx2"))) void groups_avx2(const SmallMatrixProblem& p, int64_t begin, int64_t end) {
+  process_groups<T, N>(p, begin, end);
+}
+template <typename T, int N>
+__attribute__((target("avx512f"))) void groups_avx512(const SmallMatrixProblem& p, int64_t begin, int64_t end) {
+  process_groups<T, N>(p, begin, end);
+}
+#endif
+
+template <typename T, int N>
+void small_matrix_typed(const ExecutionContext& ctx, const SmallMatrixProblem& p) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const GroupFn run = __builtin_cpu_supports("avx512f") ? &groups_avx512<T, N>
+                             : __builtin_cpu_supports("avx2")  ? &groups_avx2<T, N>
+                                                               : &groups_baseline<T, N>;
+#else
+  const GroupFn run = &groups_baseline<T, N>;
+#endif
+  const int64_t groups = ceil_div(p.batch, int64_t{kLanes});
+  ctx.pool().parallel_for(groups, 64, [&](int64_t begin, int64_t end) { run(p, begin, end); });
 }
 
 }  // namespace
