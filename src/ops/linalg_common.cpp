@@ -128,12 +128,12 @@ const backend::LinalgKernels& kernels(const Tensor& t, const char* op) {
   return backend::linalg_kernels.on(t.device(), op);
 }
 
-Factors lu_factor_buffers(const Tensor& A, const Shape& batch, const char* op) {
+Factors lu_factor_buffers(const Tensor& A, const Shape& batch, const char* op, bool of_transpose) {
   const int64_t m = A.size(-2), n = A.size(-1);
   check_lapack_extent(m, op);
   check_lapack_extent(n, op);
   Factors f;
-  f.lu_buffer = column_major_copy(A, batch);
+  f.lu_buffer = of_transpose ? A.expand(with_matrix(batch, m, n)).clone() : column_major_copy(A, batch);
   f.pivots = empty(with_vector(batch, std::min(m, n)), DType::Int32);
   f.info = zeros(batch, DType::Int32);
   const int64_t count = batch_count(batch, op);

@@ -47,7 +47,9 @@ const backend::LinalgKernels& kernels(const Tensor& t, const char* op);
 struct Factors {
   Tensor lu_buffer, pivots, info;
 };
-Factors lu_factor_buffers(const Tensor& A, const Shape& batch, const char* op);
+// With of_transpose (square A only), the factors are those of Aᵀ, taken from a plain
+// row-major copy of A (no transposing copy).
+Factors lu_factor_buffers(const Tensor& A, const Shape& batch, const char* op, bool of_transpose = false);
 
 // LAPACK's machine epsilon for a dtype's real part (float: 2^-23 as torch.finfo.eps).
 double epsilon_of(DType t);

@@ -117,8 +117,10 @@ namespace {
 
 // Solves with LU factors already in kernel layout (lu_buffer: batch x n x n column-major,
 // pivots batch x n, both over `batch`). B: batch + [n, k] for left, [k, n] for right.
+// With factors_of_transpose (real dtypes), the factors are Aᵀ's: op(Aᵀ)ᵀ = op(A) swaps
+// getrs's 'N' and 'T'.
 Tensor solve_with_factors(const Tensor& lu_buffer, const Tensor& pivots, const Tensor& B, const Shape& batch,
-                          bool left, bool adjoint, const char* op) {
+                          bool left, bool adjoint, const char* op, bool factors_of_transpose = false) {
   const int64_t n = lu_buffer.size(-1);
   const bool complex = is_complex(B.dtype());
   Tensor buffer;
@@ -135,6 +137,7 @@ Tensor solve_with_factors(const Tensor& lu_buffer, const Tensor& pivots, const T
     trans = adjoint ? 'N' : 'T';
     conjugate_rhs = adjoint && complex;
   }
+  if (factors_of_transpose) trans = trans == 'N' ? 'T' : 'N';
   const int64_t nrhs = left ? B.size(-1) : B.size(-2);
   check_lapack_extent(nrhs, op);
   const int64_t count = batch_count(batch, op);
@@ -205,8 +208,11 @@ SolveExResult solve_ex(const Tensor& A, const Tensor& B, bool left, bool check_e
     }
     result = matrices(buffer);
   } else {
-    Factors f = lu_factor_buffers(A, batch, op);
-    result = solve_with_factors(f.lu_buffer, f.pivots, b, batch, left, false, op);
+    // As PyTorch: a contiguous real A is factored as Aᵀ (its row-major copy), so `info`
+    // is that of LU(Aᵀ) and no transposing copy is made.
+    const bool transposed = !is_complex(A.dtype()) && A.is_contiguous();
+    Factors f = lu_factor_buffers(A, batch, op, transposed);
+    result = solve_with_factors(f.lu_buffer, f.pivots, b, batch, left, false, op, transposed);
     info = f.info;
   }
   if (vector) result = result.squeeze(-1);

@@ -286,6 +286,7 @@ TEST(LinalgInvDet, SingularNearSingularNanAndEmpty) {
       for (int j = 0; j < 3; ++j) big[i * 6 + j] = singular[i * 3 + j];
     for (int i = 3; i < 6; ++i) big[i * 6 + i] = 1;
     EXPECT_EQ(linalg::inv_ex(from_values(big, {6, 6}, dt)).info.item().to_int64(), expected);
+    EXPECT_EQ(linalg::solve_ex(from_values(big, {6, 6}, dt), ones({6, 2}, dt)).info.item().to_int64(), expected);
     // Read through a transposed view (not contiguous), A itself is factored: info 3.
     Tensor At = from_values(v, {3, 3, 3}, dt).transpose(-2, -1).contiguous().transpose(-2, -1);
     EXPECT_EQ(linalg::inv_ex(At).info.contiguous().data<int32_t>()[1], 3);
