@@ -227,8 +227,9 @@ LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
   else if (name == "gelss") driver = backend::LstsqDriver::Gelss;
   else fail(ErrorKind::Runtime, op, "parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  KILN_CHECK(B.dim() == A.dim() || B.dim() == A.dim() - 1, op,
+             "input.dim() must be greater or equal to other.dim() and (input.dim() - other.dim()) <= 1");
   const bool vector = B.dim() == A.dim() - 1;
-  KILN_CHECK(B.dim() >= 1, op, "other must have at least 1 dimension.");
   const Tensor b = vector ? B.unsqueeze(-1) : B;
   KILN_CHECK(b.size(-2) == m, op, "input.size(-2) should match other.size({})", vector ? -1 : -2);
   check_lapack_extent(m, op);

@@ -283,6 +283,8 @@ TEST(LinalgLstsq, EveryDriverSolvesTheNormalEquationsWithPyTorchsExtras) {
                "Expected input and other to have the same dtype");
   expect_error([] { linalg::lstsq(ones({3, 2}), ones({4, 1})); }, ErrorKind::Runtime,
                "input.size(-2) should match other.size(-2)");
+  expect_error([] { linalg::lstsq(ones({3, 2}), ones({1, 3, 1})); }, ErrorKind::Runtime,
+               "input.dim() must be greater or equal to other.dim()");
 }
 
 }  // namespace

@@ -194,3 +194,35 @@ def test_importable_as_a_module():
     assert la is kiln.linalg and la.LinAlgError is kiln.linalg.LinAlgError
     with pytest.raises(la.LinAlgError):
         la.inv(k(np.zeros((2, 2))))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.complex128])
+def test_batch_broadcasting_like_pytorch(dt):
+    a, b = well((2, 1, 5, 5), dt), rand((3, 5, 4), dt)
+    want = np.linalg.solve(np.broadcast_to(a, (2, 3, 5, 5)), np.broadcast_to(b, (2, 3, 5, 4)))
+    t = tol(dt, 5)
+    np.testing.assert_allclose(kiln.linalg.solve(k(a), k(b)).numpy(), want, atol=t)
+    LU, piv = kiln.linalg.lu_factor(k(a))
+    np.testing.assert_allclose(kiln.linalg.lu_solve(LU, piv, k(b)).numpy(), want, atol=t)
+    tri = np.tril(a)
+    got = kiln.linalg.solve_triangular(k(a), k(b), upper=False).numpy()
+    np.testing.assert_allclose(got, np.linalg.solve(np.broadcast_to(tri, (2, 3, 5, 5)), np.broadcast_to(b, (2, 3, 5, 4))),
+                               atol=t)
+    # lstsq reads a B with one dim fewer than A as a batch of vectors (PyTorch's rule), so
+    # B keeps A's rank here.
+    sol = kiln.linalg.lstsq(k(a), k(b[None])).solution.numpy()
+    np.testing.assert_allclose(sol, want, atol=10 * t)
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    a = well((300, 4, 4), np.float32)
+    t = np.tril(rand((64, 32, 32), np.float64)) / 32 + np.eye(32)
+    b = rand((64, 32, 20), np.float64)
+    with kiln.threads(1):
+        inv1 = kiln.linalg.inv(k(a)).numpy()
+        x1 = kiln.linalg.solve_triangular(k(t), k(b), upper=False).numpy()
+    with kiln.threads(3):
+        inv3 = kiln.linalg.inv(k(a)).numpy()
+        x3 = kiln.linalg.solve_triangular(k(t), k(b), upper=False).numpy()
+    np.testing.assert_array_equal(inv1, inv3)
+    np.testing.assert_array_equal(x1, x3)
