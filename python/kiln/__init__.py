@@ -90,3 +90,4 @@ Tensor.__format__ = _tensor_str.tensor_format
 set_printoptions = _tensor_str.set_printoptions
 
 from . import llm, nn  # noqa: E402,F401
+from . import linalg  # noqa: E402,F401

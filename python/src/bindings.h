@@ -26,6 +26,8 @@ void bind_composite(py::module_& m);  // the kiln.composite submodule
 void bind_profiler(py::module_& m);   // the kiln.profiler submodule
 void bind_indexing(py::module_& m);   // Tensor.__getitem__/__setitem__, index_put_, nonzero
 void bind_dlpack(py::module_& m);     // __dlpack__, __dlpack_device__, from_dlpack
+void bind_linalg(py::module_& m);     // the kiln.linalg submodule
+void bind_pointwise_index_extra(py::module_& m);  // frexp, take, bincount, kiln.special, ...
 // kiln::Error, std::bad_alloc and other C++ exceptions -> the Python exception PyTorch
 // raises, with the message intact whatever bytes it quotes (errors.cpp).
 void register_error_translator();

@@ -152,4 +152,6 @@ PYBIND11_MODULE(_kiln, m) {
   bind_profiler(m);
   bind_indexing(m);
   bind_dlpack(m);
+  bind_linalg(m);
+  bind_pointwise_index_extra(m);
 }
