@@ -22,7 +22,7 @@ void register_bench_command(CLI::App& app, CommandList& commands) {
   auto llm = std::make_shared<bool>(false);
   auto llm_options = std::make_shared<bench::LlmBenchOptions>();
   cmd->add_flag("--llm", *llm,
-                "Whole-model decode and prefill on synthetic Qwen3-30B-A3B (12 layers) and LFM2-8B-A1B checkpoints, "
+                "Whole-model decode and prefill on synthetic Qwen3-30B-A3B (12 layers), LFM2-8B-A1B and Qwen3.5-35B-A3B (8 layers) checkpoints, "
                 "BF16 and FP8, instead of the kernel suites (--filter picks the model)");
   cmd->add_option("--llm-layers", llm_options->layers, "With --llm: at most this many layers per model")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));

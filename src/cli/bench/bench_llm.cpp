@@ -2,7 +2,7 @@
 // shapes, against this run's memory roofline (decode) and compute roofline (prefill).
 //
 // Each model is written once by make_synthetic_model (the `kiln make-model` presets:
-// Qwen3-30B-A3B cut to 12 layers, LFM2-8B-A1B with all 24), loaded with BF16 and with FP8
+// Qwen3-30B-A3B cut to 12 layers, LFM2-8B-A1B with all 24, Qwen3.5-35B-A3B cut to 8), loaded with BF16 and with FP8
 // weights, and measured with the profiler on, so every row comes with the table of where
 // its time went. The bandwidth and compute probes run right before and right after each
 // measurement, and the fractions are printed against both readings: this machine's
@@ -43,6 +43,9 @@ struct BenchModel {
 constexpr BenchModel kModels[] = {
     {"qwen3_moe", "qwen3-30b-a3b", 12},
     {"lfm2_moe", "lfm2-8b-a1b", 24},
+    // The hybrid (Gated DeltaNet + gated attention) model at the depth issue 11 compares
+    // with Qwen3-MoE's fraction of the roofline.
+    {"qwen3_5_moe", "qwen3.5-35b-a3b", 8},
 };
 
 struct Probes {
@@ -206,7 +209,7 @@ int run_llm_bench(ThreadPool& pool, const LlmBenchOptions& options) {
     fs::remove_all(o.dir, ec);
   }
   if (ran == 0) {
-    fmt::print(stderr, "kiln bench --llm: no model matches '{}' (qwen3_moe, lfm2_moe)\n", o.filter);
+    fmt::print(stderr, "kiln bench --llm: no model matches '{}' (qwen3_moe, lfm2_moe, qwen3_5_moe)\n", o.filter);
     return 2;
   }
   return 0;
