@@ -115,6 +115,7 @@ void check_bool_mask(const Tensor& mask, const char* op) {
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   check_defined(input, "index_select", "input");
   check_defined(index, "index_select", "index");
+  common_device("index_select", {&input, &index});
   check_index_dtype(index, "index_select");
   check_rank(input, "index_select");
   KILN_CHECK_KIND(index.dim() <= 1, Index, "index_select", "Index is supposed to be a vector, got {}-D index",
@@ -138,6 +139,7 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
+  common_device("embedding", {&weight, &indices});
   KILN_CHECK(weight.dim() == 2, "embedding", "'weight' must be 2-D, got {}-D weight of shape {}", weight.dim(),
              weight.shape_str());
   KILN_CHECK_KIND(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, Type, "embedding",

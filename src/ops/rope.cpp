@@ -82,6 +82,7 @@ RopeTables rope_cos_sin(const Tensor& positions, int64_t rotary_dim, double rope
 Tensor apply_rotary_emb(const Tensor& x, const Tensor& positions, double rope_theta, std::optional<int64_t> rotary_dim,
                         bool interleaved) {
   constexpr const char* op = "apply_rotary_emb";
+  common_device(op, {&x, &positions});
   check_x(x, op);
   check_positions(positions, op);
   check_theta(rope_theta, op);
@@ -97,6 +98,7 @@ Tensor apply_rotary_emb(const Tensor& x, const Tensor& positions, double rope_th
 
 Tensor apply_rotary_emb_cos_sin(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
   constexpr const char* op = "apply_rotary_emb_cos_sin";
+  common_device(op, {&x, &cos, &sin});
   check_x(x, op);
   check_defined(cos, op, "cos");
   check_defined(sin, op, "sin");
