@@ -23,6 +23,7 @@ void bind_threads(py::module_& m);  // called by bind_runtime
 void bind_ops(py::module_& m);
 void bind_llm(py::module_& m);
 void bind_composite(py::module_& m);  // the kiln.composite submodule
+void bind_devices(py::module_& m);  // kiln.device, Tensor.to(device), the kiln.vulkan submodule
 // kiln::Error, std::bad_alloc and other C++ exceptions -> the Python exception PyTorch
 // raises, with the message intact whatever bytes it quotes (errors.cpp).
 void register_error_translator();

@@ -149,4 +149,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_ops(m);
   bind_llm(m);
   bind_composite(m);
+  bind_devices(m);
 }
