@@ -64,4 +64,3 @@ target_compile_options(kiln_backend_vulkan PRIVATE -Wno-missing-field-initialize
 # the CPU path and `kiln doctor` can say that the loader is missing.
 target_link_libraries(kiln_backend_vulkan PUBLIC kiln_core PRIVATE Vulkan::Headers ${CMAKE_DL_LIBS})
 target_link_libraries(kiln_ops PUBLIC "$<LINK_LIBRARY:WHOLE_ARCHIVE,kiln_backend_vulkan>")
-target_compile_definitions(kiln_ops PRIVATE KILN_VULKAN=1)

@@ -5,7 +5,9 @@
 // plus the reduction length, plus one unit of the result dtype where it is narrower.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <limits>
 
 #include "kiln/generator.h"
@@ -243,6 +245,28 @@ TEST_F(VulkanKernels, ReductionsMatchCpu) {
   z.select(0, 1).select(0, 4).fill_(Scalar(std::numeric_limits<double>::quiet_NaN()));
   expect_close(amax(z.to(kVulkan), {1}), amax(z, {1}), 0, 0);  // NaN wins
   expect_close(amin(z.to(kVulkan), {1}), amin(z, {1}), 0, 0);
+}
+
+TEST_F(VulkanKernels, RotaryEmbeddingMatchesCpu) {
+  const Tensor positions = add(arange(Scalar(int64_t{0}), Scalar(int64_t{5}), Scalar(int64_t{1}), DType::Int64),
+                               Scalar(int64_t{1000}));
+  for (DType dt : kFloatDTypes) {
+    for (int64_t head_dim : {2, 16, 66}) {
+      // The whole head, and a partial rotary_dim (even, about half) whose tail is copied.
+      const int64_t partial = std::max<int64_t>(head_dim / 2 & ~int64_t{1}, 2);
+      for (const std::optional<int64_t> rotary : {std::optional<int64_t>(), std::optional<int64_t>(partial)}) {
+        for (bool interleaved : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " head_dim=" + std::to_string(head_dim) +
+                       (interleaved ? " interleaved" : "") + " rotary=" + std::to_string(rotary.value_or(head_dim)));
+          const Tensor x = uniform({2, 5, 3, head_dim}, -1, 1, 23, dt);
+          // x c -/+ y s with |x|, |y|, |c|, |s| <= 1: two products and a sum, each rounded.
+          const double tol = 4 * kEps32;
+          expect_close(apply_rotary_emb(x.to(kVulkan), positions.to(kVulkan), 10000.0, rotary, interleaved),
+                       apply_rotary_emb(x, positions, 10000.0, rotary, interleaved), tol + storage_eps(dt), tol);
+        }
+      }
+    }
+  }
 }
 
 TEST_F(VulkanKernels, MixedDevicesAndMissingKernelsAreClearErrors) {
