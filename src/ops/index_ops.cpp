@@ -131,7 +131,7 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   const std::vector<int64_t> rows = read_rows(ctx, index, input.size(dim), "index_select");
   Shape out_shape = input.sizes();
   out_shape[dim] = static_cast<int64_t>(rows.size());
-  Tensor out = empty(out_shape, input.dtype());
+  Tensor out = Tensor::empty(out_shape, input.dtype(), input.device(), "index_select");
   kernels_on(input, "index_select").index_select(ctx, {out, input, dim, rows});
   return out;
 }
@@ -157,7 +157,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   const std::vector<int64_t> rows = read_rows(ctx, indices.reshape({-1}), num_embeddings, "embedding");
   Shape out_shape = indices.sizes();
   out_shape.push_back(weight.size(1));
-  Tensor out = empty(out_shape, weight.dtype());
+  Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device(), "embedding");
   const Tensor out_rows = out.view({static_cast<int64_t>(rows.size()), weight.size(1)});
   kernels_on(weight, "embedding").index_select(ctx, {out_rows, weight, 0, rows});
   return out;

@@ -13,6 +13,7 @@
 #include "kiln/generator.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/index.h"
 #include "kiln/ops/linear.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/reduce.h"
@@ -267,6 +268,25 @@ TEST_F(VulkanKernels, RotaryEmbeddingMatchesCpu) {
       }
     }
   }
+}
+
+TEST_F(VulkanKernels, EmbeddingAndIndexSelectMatchCpu) {
+  Generator gen(24);
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Float8_e4m3fn, DType::Int64, DType::Bool}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor weight = uniform({50, 33}, -1, 1, 25).to(dt);
+    const Tensor ids = randint(0, 50, {3, 7}, DType::Int64, &gen);
+    const Tensor got = embedding(weight.to(kVulkan), ids.to(kVulkan));
+    expect_same_bits(got, embedding(weight, ids));
+    const Tensor cube = uniform({4, 9, 5}, -1, 1, 26).to(dt);
+    const Tensor pick = randint(0, 9, {11}, DType::Int32, &gen);
+    expect_same_bits(index_select(cube.to(kVulkan), 1, pick.to(kVulkan)), index_select(cube, 1, pick));
+    expect_same_bits(index_select(cube.to(kVulkan).transpose(0, 2), 1, pick.to(kVulkan).narrow(0, 2, 4)),
+                     index_select(cube.transpose(0, 2), 1, pick.narrow(0, 2, 4)));
+  }
+  const Tensor weight = ones({5, 3}).to(kVulkan);
+  expect_error([&] { embedding(weight, full({2}, Scalar(int64_t{5}), DType::Int64).to(kVulkan)); }, ErrorKind::Index,
+               "out of range");
 }
 
 TEST_F(VulkanKernels, MixedDevicesAndMissingKernelsAreClearErrors) {
