@@ -51,6 +51,17 @@ void vulkan_synchronize();
 AllocatorStats vulkan_memory_stats();
 void vulkan_reset_peak_memory_stats();
 void vulkan_empty_cache();
+// What the command recorder did so far: kernels and copies recorded, command buffers
+// submitted, and times the host waited for the device (a download, synchronize(), or a
+// full ring of batches). The decode loop's budget: a wait only for the sampled token.
+struct VulkanQueueStats {
+  int64_t commands = 0;
+  int64_t submits = 0;
+  int64_t waits = 0;
+  int batch_size = 0;  // commands per submit (KILN_VULKAN_BATCH, default 16)
+};
+VulkanQueueStats vulkan_queue_stats();
+
 // A point in the device's command stream, like torch.cuda.Event: record() marks it after
 // everything queued so far (and submits the open batch); query() says whether the device
 // has passed it; synchronize() waits for it; elapsed_time() is the device time between

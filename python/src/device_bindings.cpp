@@ -90,6 +90,15 @@ void bind_devices(py::module_& m) {
              "The probe's report: usable, reason, devices with their limits and missing features");
   vulkan.def("synchronize", &vulkan_synchronize, py::call_guard<py::gil_scoped_release>(),
              "Waits for every kernel and copy queued on the device");
+  vulkan.def("queue_stats", [] {
+    const VulkanQueueStats q = vulkan_queue_stats();
+    py::dict d;
+    d["commands"] = q.commands;
+    d["submits"] = q.submits;
+    d["waits"] = q.waits;
+    d["batch_size"] = q.batch_size;
+    return d;
+  }, "Kernels and copies recorded, command buffers submitted, host waits so far");
   vulkan.def("memory_stats", [] { return stats_dict(vulkan_memory_stats()); });
   vulkan.def("memory_allocated", [] { return vulkan_memory_stats().allocated_bytes; });
   vulkan.def("max_memory_allocated", [] { return vulkan_memory_stats().peak_allocated_bytes; });

@@ -49,6 +49,10 @@ const DeviceRuntime* vulkan_runtime() {
 void vulkan_synchronize() {
   if (const auto* r = vulkan_runtime()) r->synchronize();
 }
+VulkanQueueStats vulkan_queue_stats() {
+  const auto* r = vulkan_runtime();
+  return r != nullptr ? r->queue_stats() : VulkanQueueStats{};
+}
 AllocatorStats vulkan_memory_stats() {
   const auto* r = vulkan_runtime();
   return r != nullptr ? r->stats() : AllocatorStats{};

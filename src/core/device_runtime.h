@@ -21,6 +21,7 @@ struct DeviceRuntime {
   void (*reset_peak)() = nullptr;
   void (*empty_cache)() = nullptr;
   void (*synchronize)() = nullptr;
+  VulkanQueueStats (*queue_stats)() = nullptr;
   // Events (kiln/vulkan.h): a slot of the device's timestamp queries per live event.
   int (*event_create)() = nullptr;
   void (*event_destroy)(int slot) = nullptr;

@@ -9,6 +9,8 @@
 
 #include "kiln/generator.h"
 #include "kiln/ops/creation.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/nn.h"
 #include "test_util.h"
 #include "vulkan_test_util.h"
 
@@ -218,6 +220,38 @@ TEST_F(VulkanDevice, EventsMarkCompletionAndTimeTheDevice) {
   untimed.synchronize();
   EXPECT_TRUE(untimed.query());
   expect_error([&] { (void)untimed.elapsed_time(end); }, ErrorKind::Runtime, "enable_timing=True");
+}
+
+TEST_F(VulkanDevice, KernelsAreSubmittedInBatchesAndTheHostWaitsOnlyToRead) {
+  Tensor a = randn({1000}).to(kVulkan);
+  const Tensor b = randn({1000}).to(kVulkan);
+  vulkan_synchronize();
+  const VulkanQueueStats before = vulkan_queue_stats();
+  ASSERT_GT(before.batch_size, 0);
+  constexpr int kOps = 40;
+  for (int i = 0; i < kOps; ++i) a = add(a, b);
+  const VulkanQueueStats queued = vulkan_queue_stats();
+  EXPECT_EQ(queued.commands - before.commands, kOps);
+  EXPECT_LE(queued.submits - before.submits, kOps / queued.batch_size);
+  EXPECT_EQ(queued.waits, before.waits);  // nothing read yet: no wait
+  (void)a.to(kCPU);
+  const VulkanQueueStats read = vulkan_queue_stats();
+  EXPECT_EQ(read.waits - before.waits, 1);
+  EXPECT_LE(read.submits - before.submits, kOps / queued.batch_size + 1);
+}
+
+TEST_F(VulkanDevice, SiluAndMulMatchesCpu) {
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = randn({3, 2 * 129}).to(dt);
+    const Tensor want = silu_and_mul(x);
+    const Tensor got = silu_and_mul(x.to(kVulkan));
+    // exp (3 + 2|x| ulp, |x| < 6 here) through sigmoid, two products: 32 ulp, plus the
+    // result's rounding.
+    const double rtol = 32 * std::numeric_limits<float>::epsilon() +
+                        (dt == DType::Float32 ? 0 : dt == DType::BFloat16 ? 1.0 / 128 : 1.0 / 1024);
+    testing::expect_close(got, want, rtol, 1e-6);
+  }
 }
 
 TEST(VulkanDeviceNames, ParseLikePyTorch) {

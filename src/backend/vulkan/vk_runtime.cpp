@@ -57,6 +57,18 @@ const bool registered = [] {
     auto lock = recorder().lock();
     recorder().wait_all();
   };
+  r.queue_stats = [] {
+    VulkanQueueStats q;
+    if (!device_created()) return q;
+    Recorder& rec = recorder();
+    auto lock = rec.lock();
+    const RecorderStats s = rec.stats();
+    q.commands = s.commands;
+    q.submits = s.submits;
+    q.waits = s.waits;
+    q.batch_size = rec.batch_size();
+    return q;
+  };
   r.event_create = &event_create;
   r.event_destroy = &event_destroy;
   r.event_record = &event_record;

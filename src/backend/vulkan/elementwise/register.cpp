@@ -17,6 +17,9 @@ namespace {
 using backend::BinaryOp;
 using backend::UnaryOp;
 
+// shaders/elementwise.comp's code for up * silu(gate) (past every BinaryOp).
+constexpr uint32_t kSiluMul = 200;
+
 bool is_float_storage(DType t) {
   return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || is_fp8(t);
 }
@@ -87,7 +90,11 @@ const bool registered = [] {
     run("elementwise", 2, static_cast<uint32_t>(p.op), p.out, p.a, &p.b, static_cast<float>(p.args.alpha.f));
   };
   k.ternary = [](const ExecutionContext&, const backend::TernaryProblem&) { missing_kernel("elementwise"); };
-  k.silu_and_mul = [](const ExecutionContext&, const backend::SiluAndMulProblem&) { missing_kernel("silu_and_mul"); };
+  k.silu_and_mul = [](const ExecutionContext&, const backend::SiluAndMulProblem& p) {
+    KILN_CHECK_KIND(p.compute == DType::Float32, NotImplemented, "silu_and_mul", "{} has no Vulkan kernel",
+                    dtype_name(p.compute));
+    run("silu_and_mul", 2, kSiluMul, p.out, p.gate, &p.up, 1.0f);
+  };
   backend::elementwise_kernels.install(DeviceType::Vulkan, k);
   return true;
 }();

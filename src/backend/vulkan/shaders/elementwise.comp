@@ -50,6 +50,8 @@ KILN_STORE_FLOAT(out_)
 #define B_LE 18u
 #define B_GT 19u
 #define B_GE 20u
+// Not a BinaryOp: silu_and_mul's up * silu(gate), with a = gate and b = up.
+#define B_SILU_MUL 200u
 
 float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -78,6 +80,7 @@ float binary(float a, float b) {
   if (OP == B_DIV) return a / b;
   if (OP == B_MAXIMUM) return isnan(a) || isnan(b) ? NAN : max(a, b);
   if (OP == B_MINIMUM) return isnan(a) || isnan(b) ? NAN : min(a, b);
+  if (OP == B_SILU_MUL) return b * (a * sigmoid(a));
   bool r = false;
   if (OP == B_EQ) r = a == b;
   if (OP == B_NE) r = a != b;
