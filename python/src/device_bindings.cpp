@@ -99,6 +99,8 @@ void bind_devices(py::module_& m) {
     d["batch_size"] = q.batch_size;
     return d;
   }, "Kernels and copies recorded, command buffers submitted, host waits so far");
+  vulkan.def("validation_error_count", &vulkan_validation_error_count,
+             "Validation-layer errors so far (KILN_VULKAN_VALIDATION=1 turns the layer on)");
   vulkan.def("memory_stats", [] { return stats_dict(vulkan_memory_stats()); });
   vulkan.def("memory_allocated", [] { return vulkan_memory_stats().allocated_bytes; });
   vulkan.def("max_memory_allocated", [] { return vulkan_memory_stats().peak_allocated_bytes; });

@@ -90,3 +90,11 @@ def test_events_time_the_device():
     assert start.elapsed_time(end) > 0
     with pytest.raises(RuntimeError, match="enable_timing=True"):
         kiln.vulkan.Event().elapsed_time(end)
+
+
+@needs_vulkan
+def test_zz_no_validation_errors():
+    # Runs last in this file: every test above ran under the validation layer when it is
+    # installed (vulkan-validationlayers).
+    kiln.vulkan.synchronize()
+    assert kiln.vulkan.validation_error_count() == 0
