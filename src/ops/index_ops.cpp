@@ -164,6 +164,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
 }
 
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
+  common_device("gather", {&input, &index});
   check_defined(input, "gather", "input");
   check_defined(index, "gather", "index");
   check_index_dtype(index, "gather");
@@ -187,6 +188,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  common_device("scatter_add_", {&self, &index, &src});
   check_defined(self, "scatter_add_", "self");
   check_writable(self, "scatter_add_");
   check_addable_dtype(self, "scatter_add_");
@@ -228,6 +230,7 @@ Tensor scatter_add(const Tensor& input, int64_t dim, const Tensor& index, const 
 }
 
 Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  common_device("index_add_", {&self, &index, &source});
   check_defined(self, "index_add_", "self");
   check_writable(self, "index_add_");
   check_addable_dtype(self, "index_add_");
@@ -282,6 +285,7 @@ Tensor index_add(const Tensor& input, int64_t dim, const Tensor& index, const Te
 }
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  common_device("masked_fill_", {&self, &mask});
   check_defined(self, "masked_fill_", "self");
   check_writable(self, "masked_fill_");
   check_bool_mask(mask, "masked_fill_");
@@ -299,11 +303,13 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value)
 }
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  common_device("masked_fill_", {&self, &mask, &value});
   return masked_fill_(self, mask, value_from_tensor(value, "masked_fill_"));
 }
 
 Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value) {
   check_defined(input, "masked_fill", "input");
+  common_device("masked_fill", {&input, &mask});
   check_bool_mask(mask, "masked_fill");
   const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_fill");
   KILN_CHECK(static_cast<int64_t>(shape.size()) <= backend::kMaxLoopDims, "masked_fill",
@@ -322,6 +328,7 @@ Tensor masked_fill(const Tensor& input, const Tensor& mask, const Tensor& value)
 }
 
 Tensor masked_select(const Tensor& input, const Tensor& mask) {
+  common_device("masked_select", {&input, &mask});
   check_defined(input, "masked_select", "input");
   check_bool_mask(mask, "masked_select");
   const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_select");

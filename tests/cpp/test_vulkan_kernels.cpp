@@ -297,6 +297,10 @@ TEST_F(VulkanKernels, MixedDevicesAndMissingKernelsAreClearErrors) {
   expect_error([&] { mul(dev, host); }, ErrorKind::Runtime, "found at least two devices, vulkan:0 and cpu!");
   expect_error([&] { linear(ones({1, 3}), dev.view({1, 3})); }, ErrorKind::Runtime, "same device");
   expect_error([&] { sin(dev); }, ErrorKind::NotImplemented, "no vulkan kernel for float32 tensors yet");
+  expect_error([&] { gather(ones({3}), 0, zeros({3}, DType::Int64).to(kVulkan)); }, ErrorKind::Runtime,
+               "same device");
+  expect_error([&] { masked_fill(ones({3}), ones({3}, DType::Bool).to(kVulkan), Scalar(1.0)); }, ErrorKind::Runtime,
+               "same device");
   // A 0-dim CPU tensor joins a device tensor, like a Python number.
   expect_close(add(dev, scalar_tensor(Scalar(2.0), DType::Float32)), full({3}, Scalar(3.0)), 0, 0);
 }
