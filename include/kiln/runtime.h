@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/allocator.h"
+#include "kiln/vulkan.h"
 
 namespace kiln {
 
@@ -98,6 +99,8 @@ struct DoctorReport {
   ComputeResult compute;
   AllocatorStats allocator;  // read after the bandwidth probe, so it shows its buffer
   CudaAvailability cuda;
+  VulkanAvailability vulkan;
+  AllocatorStats vulkan_memory;  // the Vulkan device pool's statistics
 };
 // Gathers every fact, running the bandwidth probe on `pool` (about a second with the
 // defaults; tests pass a small buffer).

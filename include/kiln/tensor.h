@@ -114,6 +114,8 @@ class Tensor {
   Tensor contiguous() const;  // self when already contiguous
   Tensor clone() const;
   Tensor to(DType dtype) const;  // self when the dtype already matches
+  // A contiguous copy on `device` (self when already there); same dtype and shape.
+  Tensor to(Device device) const;
   // Copies src (broadcast to self's shape, cast to self's dtype) into self.
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(const Scalar& value);

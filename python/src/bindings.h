@@ -28,6 +28,7 @@ void bind_indexing(py::module_& m);   // Tensor.__getitem__/__setitem__, index_p
 void bind_dlpack(py::module_& m);     // __dlpack__, __dlpack_device__, from_dlpack
 void bind_linalg(py::module_& m);     // the kiln.linalg submodule
 void bind_pointwise_index_extra(py::module_& m);  // frexp, take, bincount, kiln.special, ...
+void bind_devices(py::module_& m);  // kiln.device, Tensor.to(device), the kiln.vulkan submodule
 // kiln::Error, std::bad_alloc and other C++ exceptions -> the Python exception PyTorch
 // raises, with the message intact whatever bytes it quotes (errors.cpp).
 void register_error_translator();

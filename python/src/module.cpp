@@ -154,4 +154,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_dlpack(m);
   bind_linalg(m);
   bind_pointwise_index_extra(m);
+  bind_devices(m);
 }

@@ -82,6 +82,10 @@ Tensor from_numpy(const py::array& arr) {
 }
 
 py::array to_numpy(const Tensor& t) {
+  if (t.device().type != DeviceType::CPU) {
+    throw py::type_error("can't convert " + t.device().str() +
+                         " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.");
+  }
   auto dt = numpy_dtype(t.dtype());
   if (!dt) {
     throw py::type_error("Got unsupported ScalarType " + std::string(dtype_name(t.dtype())) +

@@ -19,6 +19,11 @@ struct CopyKernels {
   // same conversion rules: how item() and printing read one element.
   void (*cast_elements)(DType src_type, const void* src, int64_t src_stride_bytes, DType dst_type, void* dst,
                         int64_t dst_stride_bytes, int64_t n) = nullptr;
+  // Device backends only: contiguous tensors of one dtype and shape, dst on the table's
+  // device from src on the CPU (upload), and dst on the CPU from src on the device
+  // (download, which waits for the device's pending work on src).
+  void (*upload)(const ExecutionContext& ctx, const Tensor& dst, const Tensor& src) = nullptr;
+  void (*download)(const ExecutionContext& ctx, const Tensor& dst, const Tensor& src) = nullptr;
 };
 
 inline KernelTable<CopyKernels> copy_kernels{"copy"};

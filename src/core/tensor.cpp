@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "core/device_runtime.h"
 #include "kiln/allocator.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
@@ -12,13 +13,22 @@
 namespace kiln {
 
 Storage::~Storage() {
-  if (from_allocator) free_bytes(data, nbytes);
+  if (!from_allocator) return;
+  if (device.type == DeviceType::CPU) {
+    free_bytes(data, nbytes);
+  } else {
+    device_runtimes.on(device, "free").free(data, nbytes);
+  }
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, const char* op) {
-  KILN_CHECK(device.type == DeviceType::CPU, op, "device {} is not available in this build", device.str());
+  KILN_CHECK(device.type == DeviceType::CPU || device_runtimes.has(device.type), op,
+             "device {} is not available in this build", device.str());
+  KILN_CHECK(device.index == 0, op, "device {} does not exist (kiln uses one device of each type, index 0)",
+             device.str());
   auto s = std::make_shared<Storage>();
-  s->data = allocate_bytes(nbytes, op);
+  s->data = device.type == DeviceType::CPU ? allocate_bytes(nbytes, op)
+                                           : device_runtimes.on(device, op).allocate(nbytes, op);
   s->nbytes = nbytes;
   s->device = device;
   s->from_allocator = true;

@@ -29,6 +29,21 @@ void copy_on_device(const char* op, const Tensor& dst, const Tensor& src) {
 
 }  // namespace
 
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  const char* op = "to";
+  const Tensor src = contiguous();
+  if (target.type != DeviceType::CPU && device().type != DeviceType::CPU) return src.to(kCPU).to(target);
+  Tensor out = Tensor::empty(sizes(), dtype(), target, op);
+  if (numel() == 0) return out;
+  if (target.type == DeviceType::CPU) {
+    require_kernel(copy_kernels.on(device(), op).download, device(), op)(current_context(), out, src);
+  } else {
+    require_kernel(copy_kernels.on(target, op).upload, target, op)(current_context(), out, src);
+  }
+  return out;
+}
+
 Tensor Tensor::clone() const {
   Tensor out = Tensor::empty(sizes(), dtype(), device());
   copy_on_device("clone", out, *this);
@@ -50,6 +65,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
   const bool same_view = data_ptr() == src.data_ptr() && sizes() == src.sizes() && strides() == src.strides() &&
                          dtype() == src.dtype();
   if (same_view) return *this;
+  // Across devices (PyTorch allows it): a host source is converted to this dtype on the
+  // host first, so every conversion the CPU has works (fill_ of a device tensor included).
+  if (src.device() != device()) {
+    return copy_(src.device().type == DeviceType::CPU ? src.to(dtype()).to(device()) : src.to(device()));
+  }
   check_no_internal_overlap(*this, "copy_");
   check_no_partial_overlap(*this, src, "copy_");
   copy_on_device("copy_", *this, src.expand(sizes()));
@@ -102,6 +122,11 @@ Scalar Tensor::at(const Shape& index) const {
     KILN_CHECK_KIND(i >= 0 && i < sizes()[d], Index, "at", "index {} is out of bounds for dimension {} with size {}",
                     i, d, sizes()[d]);
     offset += i * strides()[d];
+  }
+  // Device memory is not host memory: the one element comes over first.
+  if (device().type != DeviceType::CPU) {
+    copy_kernels.on(device(), "item");  // a device without copies is named as item's error
+    return as_strided({}, {}, storage_offset() + offset).to(kCPU).at({});
   }
   const char* p = static_cast<const char*>(data_ptr()) + offset * static_cast<int64_t>(element_size());
   const auto cast = copy_kernels.on(device(), "item").cast_elements;
@@ -170,6 +195,10 @@ void print_recursive(const Tensor& t, Shape& index, std::string& out) {
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
+  if (device().type != DeviceType::CPU) {
+    std::string host = to(kCPU).str();
+    return host.substr(0, host.size() - 1) + ", device=" + device().str() + ")";
+  }
   std::string out = "tensor(";
   Shape index;
   print_recursive(*this, index, out);

@@ -22,7 +22,7 @@ Tensor silu_and_mul(const Tensor& input) {
   const int64_t half = input.size(-1) / 2;
   const Tensor gate = input.narrow(-1, 0, half);
   const Tensor up = input.narrow(-1, half, half);
-  Tensor out = Tensor::empty(gate.sizes(), input.dtype());
+  Tensor out = Tensor::empty(gate.sizes(), input.dtype(), input.device(), op);
   const auto kernel = backend::elementwise_kernels.on(input.device(), op).silu_and_mul;
   const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&gate, &up, &out}), 0}; });
   kernel(current_context(), {compute_dtype(input.dtype()), out, gate, up});

@@ -33,6 +33,7 @@ bool supported_dtype(DType t) {
 }
 
 void check_qkv_dtypes(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  common_device(op, {&q, &k, &v});
   KILN_CHECK_KIND(q.dtype() == k.dtype() && q.dtype() == v.dtype(), Type, op,
                   "Expected query, key, and value to have the same dtype, but got query.dtype: {} key.dtype: {} and "
                   "value.dtype: {} instead.",

@@ -13,6 +13,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/context.h"
 #include "kiln/type_promotion.h"
+#include "ops/op_utils.h"
 
 namespace kiln::elementwise {
 
@@ -91,14 +92,27 @@ const backend::ElementwiseKernels& kernels_on(Device device, const char* op) {
 
 }  // namespace
 
+// A device's kernels may lack an op the CPU has: that is the device's gap, not the dtype's.
+void check_device_supports(bool supported, const char* op, Device device, DType dtype) {
+  if (supported || device.type == DeviceType::CPU) return;
+  fail(ErrorKind::NotImplemented, op, "no {} kernel for {} tensors yet (docs/gpu.md lists what runs there)",
+       device_type_name(device.type), dtype_name(dtype));
+}
+
 void require_kernel(const char* op, Device device, backend::UnaryOp kop, DType compute, DType dtype) {
-  check_supported(kernels_on(device, op).supports_unary(kop, compute), op, dtype);
+  const bool supported = kernels_on(device, op).supports_unary(kop, compute);
+  check_device_supports(supported, op, device, dtype);
+  check_supported(supported, op, dtype);
 }
 void require_kernel(const char* op, Device device, backend::BinaryOp kop, DType compute, DType dtype) {
-  check_supported(kernels_on(device, op).supports_binary(kop, compute), op, dtype);
+  const bool supported = kernels_on(device, op).supports_binary(kop, compute);
+  check_device_supports(supported, op, device, dtype);
+  check_supported(supported, op, dtype);
 }
 void require_kernel(const char* op, Device device, backend::TernaryOp kop, DType compute, DType dtype) {
-  check_supported(kernels_on(device, op).supports_ternary(kop, compute), op, dtype);
+  const bool supported = kernels_on(device, op).supports_ternary(kop, compute);
+  check_device_supports(supported, op, device, dtype);
+  check_supported(supported, op, dtype);
 }
 
 void check_floating(const char* op, DType dtype, bool allow_complex) {
@@ -113,27 +127,30 @@ void check_not_complex(const char* op, DType dtype) {
 
 void run_unary(const char* op, const Tensor& out, DType out_compute, const Tensor& in, DType in_compute,
                backend::UnaryOp kop, const backend::KernelArgs& args) {
-  const auto kernel = kernels_on(out.device(), op).unary;
-  const Tensor x = in.expand(out.sizes());
+  const Device device = common_device(op, {&out, &in});
+  const auto kernel = kernels_on(device, op).unary;
+  const Tensor x = on_device(in, device).expand(out.sizes());
   const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&in, &out}), 0}; });
   kernel(current_context(), {kop, in_compute, out_compute, out, x, args});
 }
 
 void run_binary(const char* op, const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b,
                 DType in_compute, backend::BinaryOp kop, const backend::KernelArgs& args) {
-  const auto kernel = kernels_on(out.device(), op).binary;
-  const Tensor x = a.expand(out.sizes());
-  const Tensor y = b.expand(out.sizes());
+  const Device device = common_device(op, {&out, &a, &b});
+  const auto kernel = kernels_on(device, op).binary;
+  const Tensor x = on_device(a, device).expand(out.sizes());
+  const Tensor y = on_device(b, device).expand(out.sizes());
   const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&a, &b, &out}), 0}; });
   kernel(current_context(), {kop, in_compute, out_compute, out, x, y, args});
 }
 
 void run_ternary(const char* op, const Tensor& out, DType out_compute, const Tensor& a, const Tensor& b,
                  const Tensor& c, DType in_compute, backend::TernaryOp kop, const backend::KernelArgs& args) {
-  const auto kernel = kernels_on(out.device(), op).ternary;
-  const Tensor x = a.expand(out.sizes());
-  const Tensor y = b.expand(out.sizes());
-  const Tensor z = c.expand(out.sizes());
+  const Device device = common_device(op, {&out, &a, &b, &c});
+  const auto kernel = kernels_on(device, op).ternary;
+  const Tensor x = on_device(a, device).expand(out.sizes());
+  const Tensor y = on_device(b, device).expand(out.sizes());
+  const Tensor z = on_device(c, device).expand(out.sizes());
   const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&a, &b, &c, &out}), 0}; });
   kernel(current_context(), {kop, in_compute, out_compute, out, x, y, z, args});
 }

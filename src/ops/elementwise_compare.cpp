@@ -29,8 +29,9 @@ void check_operands(const char* name, const Tensor& a, const Tensor& b) {
 // widen exactly to float32, so comparing there is comparing in `promoted`).
 Tensor predicate(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType promoted) {
   const DType compute = compute_dtype(promoted);
-  ew::require_kernel(name, a.device(), op, compute, promoted);
-  Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), name), DType::Bool);
+  const Device device = common_device(name, {&a, &b});
+  ew::require_kernel(name, device, op, compute, promoted);
+  Tensor out = Tensor::empty(broadcast_shapes(a.sizes(), b.sizes(), name), DType::Bool, device, name);
   ew::run_binary(name, out, DType::Bool, a, b, compute, op);
   return out;
 }

@@ -20,7 +20,7 @@ namespace {
 Tensor apply_unary(const char* name, UnaryOp op, const Tensor& x, DType result, const backend::KernelArgs& args = {}) {
   const DType compute = compute_dtype(result);
   ew::require_kernel(name, x.device(), op, compute, x.dtype());
-  Tensor out = empty(x.sizes(), result);
+  Tensor out = Tensor::empty(x.sizes(), result, x.device(), name);
   ew::run_unary(name, out, compute, x, compute, op, args);
   return out;
 }

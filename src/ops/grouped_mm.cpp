@@ -72,6 +72,7 @@ Tensor grouped_mm(const Tensor& mat_a, const Tensor& mat_b, const std::optional<
                   const std::optional<Tensor>& bias, std::optional<DType> out_dtype) {
   check_defined(mat_a, kOp, "mat_a");
   check_defined(mat_b, kOp, "mat_b");
+  common_device(kOp, {&mat_a, &mat_b, offs ? &*offs : nullptr, bias ? &*bias : nullptr});
   KILN_CHECK(is_grouped_mm_dtype(mat_a.dtype()), kOp, "Expected mat_a to be Float32, BFloat16 or Float16 matrix, got {}",
              dtype_name(mat_a.dtype()));
   KILN_CHECK(is_grouped_mm_dtype(mat_b.dtype()), kOp, "Expected mat_b to be Float32, BFloat16 or Float16 matrix, got {}",
@@ -135,6 +136,7 @@ Tensor grouped_mm_fp8(const Tensor& mat_a, const Tensor& mat_b, const Tensor& sc
   check_defined(mat_a, op, "mat_a");
   check_defined(mat_b, op, "mat_b");
   check_defined(scale, op, "scale");
+  common_device(op, {&mat_a, &mat_b, &scale, &offs});
   KILN_CHECK_KIND(is_grouped_mm_dtype(mat_a.dtype()), Type, op,
                   "mat_a must be float32, bfloat16 or float16, but got {}", dtype_name(mat_a.dtype()));
   KILN_CHECK_KIND(mat_b.dtype() == DType::Float8_e4m3fn, Type, op, "mat_b must be float8_e4m3fn, but got {}",

@@ -115,6 +115,7 @@ void check_fill_value(const Scalar& value, DType dt, const char* op) {
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   check_defined(input, "index_select", "input");
   check_defined(index, "index_select", "index");
+  common_device("index_select", {&input, &index});
   check_index_dtype(index, "index_select");
   check_rank(input, "index_select");
   KILN_CHECK_KIND(index.dim() <= 1, Index, "index_select", "Index is supposed to be a vector, got {}-D index",
@@ -130,7 +131,7 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   const std::vector<int64_t> rows = read_rows(ctx, index, input.size(dim), "index_select");
   Shape out_shape = input.sizes();
   out_shape[dim] = static_cast<int64_t>(rows.size());
-  Tensor out = empty(out_shape, input.dtype());
+  Tensor out = Tensor::empty(out_shape, input.dtype(), input.device(), "index_select");
   kernels_on(input, "index_select").index_select(ctx, {out, input, dim, rows});
   return out;
 }
@@ -138,6 +139,7 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
+  common_device("embedding", {&weight, &indices});
   KILN_CHECK(weight.dim() == 2, "embedding", "'weight' must be 2-D, got {}-D weight of shape {}", weight.dim(),
              weight.shape_str());
   KILN_CHECK_KIND(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, Type, "embedding",
@@ -155,13 +157,14 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   const std::vector<int64_t> rows = read_rows(ctx, indices.reshape({-1}), num_embeddings, "embedding");
   Shape out_shape = indices.sizes();
   out_shape.push_back(weight.size(1));
-  Tensor out = empty(out_shape, weight.dtype());
+  Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device(), "embedding");
   const Tensor out_rows = out.view({static_cast<int64_t>(rows.size()), weight.size(1)});
   kernels_on(weight, "embedding").index_select(ctx, {out_rows, weight, 0, rows});
   return out;
 }
 
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
+  common_device("gather", {&input, &index});
   check_defined(input, "gather", "input");
   check_defined(index, "gather", "index");
   check_index_dtype(index, "gather");
@@ -185,6 +188,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  common_device("scatter_add_", {&self, &index, &src});
   check_defined(self, "scatter_add_", "self");
   check_writable(self, "scatter_add_");
   check_addable_dtype(self, "scatter_add_");
@@ -226,6 +230,7 @@ Tensor scatter_add(const Tensor& input, int64_t dim, const Tensor& index, const 
 }
 
 Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  common_device("index_add_", {&self, &index, &source});
   check_defined(self, "index_add_", "self");
   check_writable(self, "index_add_");
   check_addable_dtype(self, "index_add_");
@@ -280,6 +285,7 @@ Tensor index_add(const Tensor& input, int64_t dim, const Tensor& index, const Te
 }
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  common_device("masked_fill_", {&self, &mask});
   check_defined(self, "masked_fill_", "self");
   check_writable(self, "masked_fill_");
   check_bool_mask(mask, "masked_fill_");
@@ -297,11 +303,13 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value)
 }
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  common_device("masked_fill_", {&self, &mask, &value});
   return masked_fill_(self, mask, value_from_tensor(value, "masked_fill_"));
 }
 
 Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value) {
   check_defined(input, "masked_fill", "input");
+  common_device("masked_fill", {&input, &mask});
   check_bool_mask(mask, "masked_fill");
   const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_fill");
   KILN_CHECK(static_cast<int64_t>(shape.size()) <= backend::kMaxLoopDims, "masked_fill",
@@ -320,6 +328,7 @@ Tensor masked_fill(const Tensor& input, const Tensor& mask, const Tensor& value)
 }
 
 Tensor masked_select(const Tensor& input, const Tensor& mask) {
+  common_device("masked_select", {&input, &mask});
   check_defined(input, "masked_select", "input");
   check_bool_mask(mask, "masked_select");
   const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_select");

@@ -58,7 +58,7 @@ std::optional<Tensor> checked_bias(const char* op, const std::optional<Tensor>& 
 Tensor run_linear(const char* op, const LinearGeometry& g, const backend::LinearWeight& w,
                   const std::optional<Tensor>& bias) {
   const DType dtype = g.x.dtype();
-  Tensor out = empty(g.out_shape, dtype);
+  Tensor out = Tensor::empty(g.out_shape, dtype, g.x.device(), op);
   if (g.M == 0 || g.N == 0) return out;
   if (g.K == 0) {
     // An empty sum: PyTorch gives the bias (broadcast), or zeros.
@@ -99,6 +99,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
                   "mat1 and mat2 must have the same dtype, but got {} and {}", dtype_name(input.dtype()),
                   dtype_name(weight.dtype()));
   const DType dtype = input.dtype();
+  common_device(op, {&input, &weight, bias ? &*bias : nullptr});
   KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::BFloat16 ||
                       dtype == DType::Float16,
                   Type, op, "expected float32, float64, bfloat16 or float16 tensors, got {}", dtype_name(dtype));

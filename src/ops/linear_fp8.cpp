@@ -46,6 +46,7 @@ Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale
   check_defined(input, op, "input");
   check_defined(weight, op, "weight");
   check_defined(scale, op, "scale");
+  common_device(op, {&input, &weight, &scale, bias ? &*bias : nullptr});
   const DType dtype = input.dtype();
   KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float16, Type, op,
                   "input must be float32, bfloat16 or float16, but got {}", dtype_name(dtype));

@@ -23,6 +23,7 @@ namespace kiln {
 namespace {
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  common_device(op, {&a, &b});
   KILN_CHECK_KIND(a.dtype() == b.dtype(), Type, op, "expected m1 and m2 to have the same dtype, but got: {} != {}",
                   dtype_name(a.dtype()), dtype_name(b.dtype()));
 }

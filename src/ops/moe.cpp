@@ -254,6 +254,14 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
                   dtype_name(x.dtype()));
   KILN_CHECK(!experts.experts.empty(), op, "no experts given");
   const int64_t T = x.size(0), H = x.size(1), E = static_cast<int64_t>(experts.experts.size());
+  const Device device = common_device(op, {&x, &weights, &ids});
+  for (const SwigluWeights& e : experts.experts) {
+    // Per call, not per element: E device checks against a kernel reading E matrices.
+    const Device expert = common_device(op, {&e.gate, &e.up, &e.down});
+    KILN_CHECK(expert == device || !e.gate.defined(), op,
+               "Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
+               device.str(), expert.str());
+  }
   const CheckedRouting routing = check_routing(op, weights, ids, T, E);
   const DType wdtype = experts.experts[0].gate.defined() ? experts.experts[0].gate.dtype() : DType::Float32;
   KILN_CHECK_KIND(is_activation_dtype(wdtype) || wdtype == DType::Float8_e4m3fn, Type, op,

@@ -80,8 +80,9 @@ int64_t check_last_dim_weight(const Tensor& input, const Tensor& weight, const c
 
 Tensor run_rms_norm(const char* op, backend::RmsNormKind kind, const Tensor& input, int64_t cols, DType compute,
                     DType out_dtype, const Tensor& weight, const Tensor& gate, DType weighted_dtype, double eps) {
+  const Device device = common_device(op, {&input, &weight, &gate});
   const Tensor x = input.contiguous();
-  Tensor out = Tensor::empty(input.sizes(), out_dtype);
+  Tensor out = Tensor::empty(input.sizes(), out_dtype, device, op);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
   const auto kernel = backend::norm_kernels.on(x.device(), op).rms_norm;
   const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&x, &out, &weight, &gate}), 0}; });

@@ -30,7 +30,7 @@ Tensor sum_like(const Tensor& input, const DimList& dims, bool keepdim, std::opt
   const Tensor src = dtype ? input.to(*dtype) : input;
   const DType out_dtype = dtype ? *dtype : (is_integral(src.dtype(), true) ? DType::Int64 : src.dtype());
   const ReduceDims rd = reduce_dims(src, dims, keepdim, op);
-  Tensor out = empty(rd.out_shape, out_dtype);
+  Tensor out = Tensor::empty(rd.out_shape, out_dtype, src.device(), op);
   const double divisor = divide_by_count ? static_cast<double>(rd.count) : 1.0;
   run_reduce(op, kind, src, rd.reduced, out, Tensor(), divisor);
   return out;
@@ -46,7 +46,7 @@ Tensor amax_like(const Tensor& input, const DimList& dims, bool keepdim, ReduceK
   check_not_complex(input, op);
   const ReduceDims rd = reduce_dims(input, dims, keepdim, op);
   check_reduced_dims_nonempty(input, rd, op);
-  Tensor out = empty(rd.out_shape, input.dtype());
+  Tensor out = Tensor::empty(rd.out_shape, input.dtype(), input.device(), op);
   run_reduce(op, kind, input, rd.reduced, out, Tensor());
   return out;
 }

@@ -83,6 +83,7 @@ RopeTables rope_cos_sin(const Tensor& positions, int64_t rotary_dim, double rope
 Tensor apply_rotary_emb(const Tensor& x, const Tensor& positions, double rope_theta, std::optional<int64_t> rotary_dim,
                         bool interleaved) {
   constexpr const char* op = "apply_rotary_emb";
+  common_device(op, {&x, &positions});
   check_x(x, op);
   check_positions(positions, op);
   check_theta(rope_theta, op);
@@ -92,12 +93,15 @@ Tensor apply_rotary_emb(const Tensor& x, const Tensor& positions, double rope_th
              "expected positions of shape [seq] = [{}] or {} (x's shape without its last two dims), got {}", x.size(-3),
              shape_to_string(Shape(x.sizes().begin(), x.sizes().end() - 2)), positions.shape_str());
   // HF casts its float32 tables to the activation dtype before rotating.
-  const RopeTables tables = rope_cos_sin(positions, rd, rope_theta, x.dtype());
-  return apply_rotary_emb_cos_sin(x, tables.cos, tables.sin, interleaved);
+  // The tables are built on the host (positions on a device come over first: a wait),
+  // then rotate on x's device.
+  const RopeTables tables = rope_cos_sin(positions.to(kCPU), rd, rope_theta, x.dtype());
+  return apply_rotary_emb_cos_sin(x, tables.cos.to(x.device()), tables.sin.to(x.device()), interleaved);
 }
 
 Tensor apply_rotary_emb_cos_sin(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
   constexpr const char* op = "apply_rotary_emb_cos_sin";
+  common_device(op, {&x, &cos, &sin});
   check_x(x, op);
   check_defined(cos, op, "cos");
   check_defined(sin, op, "sin");
@@ -115,7 +119,7 @@ Tensor apply_rotary_emb_cos_sin(const Tensor& x, const Tensor& cos, const Tensor
   const Tensor xc = x.contiguous();
   const Tensor c = cos.to(compute).contiguous();
   const Tensor s = sin.to(compute).contiguous();
-  Tensor out = Tensor::empty(x.sizes(), x.dtype());
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device(), op);
   const int64_t heads = x.size(-2), head_dim = x.size(-1);
   // heads * head_dim fits whenever x is not empty (it divides numel).
   const int64_t tokens = x.numel() == 0 ? 0 : x.numel() / (heads * head_dim);

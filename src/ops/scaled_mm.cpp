@@ -114,6 +114,7 @@ Tensor scaled_mm(const Tensor& mat_a, const Tensor& mat_b, const Tensor& scale_a
   check_matrices(ErrorKind::Value, op, mat_a, mat_b);
   check_defined(scale_a, op, "scale_a");
   check_defined(scale_b, op, "scale_b");
+  common_device(op, {&mat_a, &mat_b, &scale_a, &scale_b, bias ? &*bias : nullptr});
   const int64_t N = mat_b.size(1);
   check_bias(ErrorKind::Value, op, bias, N);
   for (const ScalingType r : {recipe_a, recipe_b}) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/runtime.h"
+#include "runtime/vulkan_report.h"
 #include "kiln/thread_pool.h"
 
 // The build may pass the project version; this is the fallback for other builds.
@@ -16,14 +17,6 @@
 
 namespace kiln {
 namespace {
-
-std::string format_bytes(int64_t bytes) {
-  const double value = static_cast<double>(bytes);
-  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.1f} GiB", value / (1 << 30));
-  if (bytes >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", value / (1 << 20));
-  if (bytes >= (int64_t{1} << 10)) return fmt::format("{:.1f} KiB", value / (1 << 10));
-  return fmt::format("{} B", bytes);
-}
 
 std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string text;
@@ -58,6 +51,8 @@ DoctorReport collect_doctor_report(ThreadPool& pool, size_t bandwidth_buffer_byt
   report.compute = bandwidth_buffer_bytes != 0 ? measure_peak_compute(pool, 200'000, 3) : measure_peak_compute(pool);
   report.allocator = allocator_stats();
   report.cuda = cuda_availability();
+  report.vulkan = vulkan_availability();
+  report.vulkan_memory = vulkan_memory_stats();
   return report;
 }
 
@@ -103,6 +98,7 @@ std::string format_doctor_report(const DoctorReport& r) {
                    format_bytes(a.reserved_bytes), format_bytes(a.peak_reserved_bytes), a.num_allocs,
                    a.num_cache_hits));
   line("CUDA", cuda_line(r.cuda));
+  text += format_vulkan_lines(r.vulkan, r.vulkan_memory);
   return text;
 }
 
@@ -155,6 +151,7 @@ std::string doctor_report_json(const DoctorReport& r) {
         {"driver_version", r.cuda.driver_version},
         {"devices", r.cuda.devices},
         {"built_with_cuda", r.cuda.built_with_cuda}}},
+      {"vulkan", vulkan_json(r.vulkan, r.vulkan_memory)},
   };
   return report.dump(2);
 }

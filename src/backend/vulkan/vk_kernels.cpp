@@ -1,0 +1,227 @@
+#include "backend/vulkan/vk_kernels.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/embedded_shaders.h"
+#include "backend/vulkan/vk_memory.h"
+#include "backend/vulkan/vk_recorder.h"
+#include "kiln/error.h"
+
+namespace kiln::vulkan {
+namespace {
+
+struct Pipeline {
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+};
+
+class PipelineCache {
+ public:
+  const Pipeline& get(const char* op, const char* shader, std::span<const uint32_t> spec, uint32_t buffers,
+                      uint32_t push_bytes) {
+    std::string key = fmt::format("{}/{}/{}", shader, buffers, push_bytes);
+    for (uint32_t v : spec) key += fmt::format("/{}", v);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pipelines_.find(key);
+    if (it != pipelines_.end()) return it->second;
+    return pipelines_.emplace(key, create(op, shader, spec, buffers, push_bytes)).first->second;
+  }
+
+ private:
+  VkShaderModule module(const char* op, const char* shader) {
+    auto it = modules_.find(shader);
+    if (it != modules_.end()) return it->second;
+    const EmbeddedShader* code = find_embedded_shader(shader);
+    KILN_CHECK(code != nullptr, op, "no Vulkan shader named '{}' is built in", shader);
+    Context& c = context(op);
+    VkShaderModuleCreateInfo info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    info.codeSize = code->bytes;
+    info.pCode = code->code;
+    VkShaderModule m;
+    check(vk.vkCreateShaderModule(c.device, &info, nullptr, &m), op, "vkCreateShaderModule");
+    modules_.emplace(shader, m);
+    return m;
+  }
+
+  Pipeline create(const char* op, const char* shader, std::span<const uint32_t> spec, uint32_t buffers,
+                  uint32_t push_bytes) {
+    Context& c = context(op);
+    Pipeline p;
+    std::vector<VkDescriptorSetLayoutBinding> bindings(buffers);
+    for (uint32_t i = 0; i < buffers; ++i) {
+      bindings[i].binding = i;
+      bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      bindings[i].descriptorCount = 1;
+      bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    VkDescriptorSetLayoutCreateInfo set{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    set.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+    set.bindingCount = buffers;
+    set.pBindings = bindings.data();
+    check(vk.vkCreateDescriptorSetLayout(c.device, &set, nullptr, &p.set_layout), op, "vkCreateDescriptorSetLayout");
+    VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+    VkPipelineLayoutCreateInfo layout{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    layout.setLayoutCount = 1;
+    layout.pSetLayouts = &p.set_layout;
+    layout.pushConstantRangeCount = push_bytes > 0 ? 1 : 0;
+    layout.pPushConstantRanges = &range;
+    check(vk.vkCreatePipelineLayout(c.device, &layout, nullptr, &p.layout), op, "vkCreatePipelineLayout");
+
+    std::vector<VkSpecializationMapEntry> entries(spec.size());
+    for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4u, 4};
+    VkSpecializationInfo specialization{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4,
+                                        spec.data()};
+    VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    info.stage.module = module(op, shader);
+    info.stage.pName = "main";
+    info.stage.pSpecializationInfo = spec.empty() ? nullptr : &specialization;
+    info.layout = p.layout;
+    check(vk.vkCreateComputePipelines(c.device, VK_NULL_HANDLE, 1, &info, nullptr, &p.pipeline), op,
+          "vkCreateComputePipelines");
+    return p;
+  }
+
+  std::mutex mutex_;
+  std::map<std::string, VkShaderModule> modules_;
+  std::map<std::string, Pipeline> pipelines_;
+};
+
+PipelineCache& pipelines() {
+  static auto* cache = new PipelineCache();
+  return *cache;
+}
+
+// Elements from the first to one past the last the view reaches (0 when empty).
+int64_t extent_elements(const Tensor& t) {
+  if (t.numel() == 0) return 0;
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return last + 1;
+}
+
+}  // namespace
+
+Binding bind(const Tensor& t, const char* op) {
+  KILN_CHECK(t.device().type == DeviceType::Vulkan, op, "expected a tensor on vulkan:0, got one on {}",
+             t.device().str());
+  return bind_raw(t.storage()->data == nullptr ? nullptr : t.data_ptr(), t.dtype(), extent_elements(t), op);
+}
+
+Binding bind_raw(const void* data, DType dtype, int64_t extent, const char* op) {
+  Context& c = context(op);
+  Binding b;
+  if (data == nullptr || extent == 0) {
+    // Nothing is read or written; the binding must still be a valid range.
+    static void* dummy = device_pool().allocate(256);
+    const BufferSpan span = device_pool().resolve(dummy, op);
+    b.buffer = {span.buffer, span.offset, 256};
+    return b;
+  }
+  const size_t element = itemsize(dtype);
+  const BufferSpan span = device_pool().resolve(data, op);
+  const VkDeviceSize align = c.properties.limits.minStorageBufferOffsetAlignment;
+  const VkDeviceSize start = span.offset / align * align;
+  const VkDeviceSize lead = span.offset - start;
+  const VkDeviceSize reach = lead + static_cast<VkDeviceSize>(extent) * element;
+  const VkDeviceSize max_range = c.properties.limits.maxStorageBufferRange;
+  KILN_CHECK(reach <= max_range, op,
+             "the tensor spans {} bytes, more than one Vulkan storage binding reaches on this device "
+             "(maxStorageBufferRange {}); binding in blocks is not implemented yet",
+             reach, max_range);
+  KILN_CHECK(extent < (int64_t{1} << 31), op, "the tensor spans {} elements; Vulkan kernels index with 32 bits",
+             extent);
+  b.buffer = {span.buffer, start, std::min<VkDeviceSize>(span.bytes_to_end + lead, max_range)};
+  b.first = static_cast<uint32_t>(lead / element);
+  return b;
+}
+
+void dispatch(const char* op, const char* shader, std::span<const uint32_t> spec,
+              std::initializer_list<Binding> buffers, const void* push, uint32_t push_bytes, uint32_t groups_x,
+              uint32_t groups_y, uint32_t groups_z) {
+  if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
+  const Pipeline& p = pipelines().get(op, shader, spec, static_cast<uint32_t>(buffers.size()), push_bytes);
+  std::vector<VkDescriptorBufferInfo> infos;
+  for (const Binding& b : buffers) infos.push_back(b.buffer);
+  std::vector<VkWriteDescriptorSet> writes(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  Recorder& r = recorder();
+  auto lock = r.lock();
+  VkCommandBuffer cb = r.begin_command();
+  vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  vk.vkCmdPushDescriptorSetKHR(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, static_cast<uint32_t>(writes.size()),
+                               writes.data());
+  if (push_bytes > 0) vk.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  vk.vkCmdDispatch(cb, groups_x, groups_y, groups_z);
+  r.end_command();
+}
+
+std::array<uint32_t, 2> grid_for(int64_t n, uint32_t local, const char* op) {
+  const int64_t groups = (n + local - 1) / local;
+  const int64_t max_x = context(op).properties.limits.maxComputeWorkGroupCount[0];
+  const int64_t max_y = context(op).properties.limits.maxComputeWorkGroupCount[1];
+  if (groups <= max_x) return {static_cast<uint32_t>(groups), 1};
+  const int64_t y = (groups + max_x - 1) / max_x;
+  KILN_CHECK(y <= max_y, op, "{} elements need more work groups than the device allows", n);
+  return {static_cast<uint32_t>(max_x), static_cast<uint32_t>(y)};
+}
+
+StridedPush strided_layout(const Tensor& out, std::initializer_list<const Tensor*> inputs,
+                           std::initializer_list<const Binding*> bindings, const char* op) {
+  std::vector<const Tensor*> operands{&out};
+  operands.insert(operands.end(), inputs.begin(), inputs.end());
+  // Dims of size 1 go; neighbours every operand walks as one run merge.
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides(operands.size());
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    if (out.size(d) == 1) continue;
+    bool merge = !sizes.empty();
+    for (size_t k = 0; k < operands.size() && merge; ++k) {
+      merge = strides[k].back() == operands[k]->stride(d) * out.size(d);
+    }
+    if (merge) {
+      sizes.back() *= out.size(d);
+      for (size_t k = 0; k < operands.size(); ++k) strides[k].back() = operands[k]->stride(d);
+    } else {
+      sizes.push_back(out.size(d));
+      for (size_t k = 0; k < operands.size(); ++k) strides[k].push_back(operands[k]->stride(d));
+    }
+  }
+  KILN_CHECK(sizes.size() <= static_cast<size_t>(kStridedDims), op,
+             "Vulkan kernels take up to {} dims that cannot be merged; got {} (sizes {})", kStridedDims,
+             sizes.size(), out.shape_str());
+  StridedPush p;
+  p.n = static_cast<uint32_t>(out.numel());
+  p.ndim = static_cast<uint32_t>(sizes.size());
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    p.sizes[d] = static_cast<uint32_t>(sizes[d]);
+    for (size_t k = 0; k < operands.size(); ++k) {
+      KILN_CHECK(strides[k][d] >= 0 && strides[k][d] < (int64_t{1} << 31), op,
+                 "stride {} is out of range for a Vulkan kernel", strides[k][d]);
+      p.strides[k][d] = static_cast<uint32_t>(strides[k][d]);
+    }
+  }
+  size_t k = 0;
+  for (const Binding* b : bindings) p.first[k++] = b->first;
+  return p;
+}
+
+void missing_kernel(const char* op) {
+  fail(ErrorKind::NotImplemented, op, "no vulkan kernel yet (docs/gpu.md lists what runs there)");
+}
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,68 @@
+// What every Vulkan kernel uses (internal): binding tensors to shader storage buffers,
+// pipelines compiled once per (shader, specialisation constants) and cached, recording
+// a dispatch, and the strided-loop layout shared by the elementwise and copy shaders.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+
+#include "backend/vulkan/vk_device.h"
+#include "kiln/tensor.h"
+
+namespace kiln::vulkan {
+
+// A tensor as a shader sees it: the buffer range bound (from the tensor's first byte,
+// rounded down to the device's offset alignment) and the tensor's first element within
+// it, counted in its own elements (the shader adds it to every index).
+struct Binding {
+  VkDescriptorBufferInfo buffer{};
+  uint32_t first = 0;
+};
+
+// Raises a kiln::Error naming `op` when `t` is not on the Vulkan device, or spans more
+// than one storage binding can reach (maxStorageBufferRange) or 2^31 elements.
+Binding bind(const Tensor& t, const char* op);
+// The same for a kernel-table argument given as a pointer: `elements` of `dtype` from
+// `data` (a device address; null only when elements is 0).
+Binding bind_raw(const void* data, DType dtype, int64_t elements, const char* op);
+
+// Records one dispatch of `shader` (a name in shaders/) with specialisation constants
+// 0..n-1 = `spec`, storage buffers 0..m-1 = `buffers`, and `push` as push constants.
+void dispatch(const char* op, const char* shader, std::span<const uint32_t> spec,
+              std::initializer_list<Binding> buffers, const void* push, uint32_t push_bytes, uint32_t groups_x,
+              uint32_t groups_y = 1, uint32_t groups_z = 1);
+
+// Work-group counts for n invocations of `local` threads each, spread over a 2D grid when
+// one dimension's limit (65535 on many devices) is too small; the shader rebuilds the
+// linear index from gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x.
+std::array<uint32_t, 2> grid_for(int64_t n, uint32_t local, const char* op);
+
+// The strided loop of shaders/strided.glsl: up to kStridedDims dims (after merging the
+// dims every operand walks contiguously) and up to 3 operands, operand 0 the output.
+inline constexpr int kStridedDims = 6;
+struct StridedPush {
+  uint32_t n = 0;
+  uint32_t ndim = 0;
+  uint32_t sizes[kStridedDims] = {};
+  uint32_t first[3] = {};
+  uint32_t strides[3][kStridedDims] = {};
+  float alpha = 1.0f;  // elementwise add's alpha; unused by other kernels
+};
+static_assert(sizeof(StridedPush) <= 128, "push constants are limited to 128 bytes");
+
+// Fills sizes/strides for `out` and `inputs` (already expanded to out's shape) and the
+// bindings' first elements; n = out.numel().
+StridedPush strided_layout(const Tensor& out, std::initializer_list<const Tensor*> inputs,
+                           std::initializer_list<const Binding*> bindings, const char* op);
+
+// Raises NotImplemented: "<op>: no vulkan kernel yet (docs/gpu.md lists what runs
+// there)". For the entries of a family the backend does not have, which front ends may
+// call without asking first.
+[[noreturn]] void missing_kernel(const char* op);
+
+// Shader dtype codes (shaders/dtype.glsl): kiln's DType numbering.
+inline uint32_t dtype_code(DType t) { return static_cast<uint32_t>(t); }
+
+}  // namespace kiln::vulkan
