@@ -192,7 +192,8 @@ Tensor nonzero(const Tensor& input) {
   check_defined(input, "nonzero", "input");
   KILN_CHECK(input.dim() <= backend::kMaxLoopDims, "nonzero", "tensors with more than {} dims are not supported (got {})",
              backend::kMaxLoopDims, input.dim());
-  return kernels_on(input, "nonzero").nonzero(current_context(), input);
+  const auto kernel = require_kernel(kernels_on(input, "nonzero").nonzero, input.device(), "nonzero");
+  return kernel(current_context(), input);
 }
 
 Tensor index(const Tensor& self, const IndexList& indices) {
@@ -201,9 +202,9 @@ Tensor index(const Tensor& self, const IndexList& indices) {
   if (!plan.any_index) return ex.self;
   Tensor out = empty(plan.result_shape, self.dtype());
   if (out.numel() == 0) return out;
-  kernels_on(self, "index")
-      .index_gather(current_context(), {out, {plan.base, plan.indices, plan.indexed_sizes, plan.indexed_strides,
-                                              plan.indexed_dims}});
+  const auto kernel = require_kernel(kernels_on(self, "index").index_gather, self.device(), "index");
+  kernel(current_context(),
+         {out, {plan.base, plan.indices, plan.indexed_sizes, plan.indexed_strides, plan.indexed_dims}});
   return out;
 }
 
@@ -245,9 +246,10 @@ Tensor index_put_(const Tensor& self, const IndexList& indices, const Tensor& va
   check_no_overlap(self, values, op);
   const Tensor expanded_values = values.expand(plan.result_shape);
   if (expanded_values.numel() == 0) return self;
-  kernels_on(self, op).index_put(current_context(), {{plan.base, plan.indices, plan.indexed_sizes,
-                                                      plan.indexed_strides, plan.indexed_dims},
-                                                     expanded_values, accumulate});
+  const auto kernel = require_kernel(kernels_on(self, op).index_put, self.device(), op);
+  kernel(current_context(),
+         {{plan.base, plan.indices, plan.indexed_sizes, plan.indexed_strides, plan.indexed_dims}, expanded_values,
+          accumulate});
   return self;
 }
 

@@ -98,3 +98,11 @@ def test_zz_no_validation_errors():
     # installed (vulkan-validationlayers).
     kiln.vulkan.synchronize()
     assert kiln.vulkan.validation_error_count() == 0
+
+
+@needs_vulkan
+def test_ops_without_a_vulkan_kernel_raise_instead_of_touching_device_memory():
+    x = kiln.arange(6, dtype=kiln.float32).to("vulkan")
+    for call in (lambda: x[x > 2], lambda: kiln.nonzero(x), lambda: kiln.linalg.inv(x.reshape(2, 3)[:, :2])):
+        with pytest.raises((NotImplementedError, RuntimeError), match="vulkan"):
+            call()
