@@ -4,6 +4,7 @@
 
 #include <fmt/core.h>
 
+#include "core/autograd_meta.h"
 #include "core/copy_kernels.h"
 #include "core/memory_overlap.h"
 #include "kiln/context.h"
@@ -28,6 +29,7 @@ void copy_on_device(const char* op, const Tensor& dst, const Tensor& src) {
 }  // namespace
 
 Tensor Tensor::clone() const {
+  KILN_TENSOR_METHOD_AUTOGRAD(clone);
   Tensor out = Tensor::empty(sizes(), dtype(), device());
   copy_on_device("clone", out, *this);
   return out;
@@ -35,6 +37,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
+  KILN_TENSOR_METHOD_AUTOGRAD(to, target);
   Tensor out = Tensor::empty(sizes(), target, device());
   copy_on_device("to", out, *this);
   return out;
@@ -45,6 +48,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   // PyTorch's rules: copying a view onto itself is a no-op; a destination whose elements
   // share memory, or a source that partly overlaps it, would depend on the write order.
   check_writable(*this, "copy_");
+  check_inplace_source(src, "copy_");
   const bool same_view = data_ptr() == src.data_ptr() && sizes() == src.sizes() && strides() == src.strides() &&
                          dtype() == src.dtype();
   if (same_view) return *this;

@@ -1,6 +1,7 @@
 // silu_and_mul front end: the gate and up halves of the last dim as views, then the
 // fused kernel of the elementwise table (backend/elementwise.h), which widens narrow
 // dtypes and handles strides.
+#include "ops/autograd_hooks.h"
 #include "backend/elementwise.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
@@ -12,6 +13,7 @@
 namespace kiln {
 
 Tensor silu_and_mul(const Tensor& input) {
+  KILN_AUTOGRAD(silu_and_mul, input);
   constexpr const char* op = "silu_and_mul";
   check_defined(input, op, "input");
   KILN_CHECK_KIND(is_nn_float(input.dtype()), Type, op,

@@ -3,6 +3,7 @@
 // unless an operand's last dim is strided; a mask is converted once to an additive bias
 // of its own (unbroadcast) shape when it is bool or of another dtype than the compute
 // dtype.
+#include "ops/autograd_hooks.h"
 #include "kiln/ops/attention.h"
 
 #include <cmath>
@@ -87,6 +88,7 @@ Tensor causal_bias(int64_t L, int64_t S, DType compute) {
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, bool enable_gqa) {
+  KILN_AUTOGRAD(scaled_dot_product_attention, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   check_defined(query, kSdpa, "query");
   check_defined(key, kSdpa, "key");
   check_defined(value, kSdpa, "value");
@@ -219,6 +221,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
 
 Tensor attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t valid_len,
                         std::optional<double> scale) {
+  KILN_AUTOGRAD(attention_decode, q, k_cache, v_cache, valid_len, scale);
   constexpr const char* op = "attention_decode";
   check_defined(q, op, "q");
   check_defined(k_cache, op, "k_cache");

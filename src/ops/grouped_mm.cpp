@@ -1,6 +1,7 @@
 // grouped_mm and grouped_mm_fp8 front ends: PyTorch's validation (GroupedMMUtils.h, in its
 // order), output allocation, and the grouped_mm kernel of the device
 // (backend/grouped_mm.h).
+#include "ops/autograd_hooks.h"
 #include "kiln/ops/grouped_mm.h"
 
 #include <climits>
@@ -69,6 +70,7 @@ Tensor checked_offs(const char* op, const Tensor& offs) {
 
 Tensor grouped_mm(const Tensor& mat_a, const Tensor& mat_b, const std::optional<Tensor>& offs,
                   const std::optional<Tensor>& bias, std::optional<DType> out_dtype) {
+  KILN_AUTOGRAD(grouped_mm, mat_a, mat_b, offs, bias, out_dtype);
   check_defined(mat_a, kOp, "mat_a");
   check_defined(mat_b, kOp, "mat_b");
   KILN_CHECK(is_grouped_mm_dtype(mat_a.dtype()), kOp, "Expected mat_a to be Float32, BFloat16 or Float16 matrix, got {}",

@@ -1,5 +1,6 @@
 // Front ends for the indexing ops: PyTorch's checks and error messages, output
 // allocation, then one call through the index kernel table (backend/index.h).
+#include "ops/autograd_hooks.h"
 #include "kiln/ops/index.h"
 
 #include <cmath>
@@ -113,6 +114,7 @@ void check_bool_mask(const Tensor& mask, const char* op) {
 }  // namespace
 
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
+  KILN_AUTOGRAD(index_select, input, dim, index);
   check_defined(input, "index_select", "input");
   check_defined(index, "index_select", "index");
   check_index_dtype(index, "index_select");
@@ -136,6 +138,7 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  KILN_AUTOGRAD(embedding, weight, indices, padding_idx);
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
   KILN_CHECK(weight.dim() == 2, "embedding", "'weight' must be 2-D, got {}-D weight of shape {}", weight.dim(),
@@ -162,6 +165,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
 }
 
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
+  KILN_AUTOGRAD(gather, input, dim, index);
   check_defined(input, "gather", "input");
   check_defined(index, "gather", "index");
   check_index_dtype(index, "gather");
@@ -187,6 +191,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
 Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined(self, "scatter_add_", "self");
   check_writable(self, "scatter_add_");
+  check_inplace_source(src, "scatter_add_");
   check_addable_dtype(self, "scatter_add_");
   check_defined(index, "scatter_add_", "index");
   check_defined(src, "scatter_add_", "src");
@@ -221,6 +226,7 @@ Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const 
 }
 
 Tensor scatter_add(const Tensor& input, int64_t dim, const Tensor& index, const Tensor& src) {
+  KILN_AUTOGRAD(scatter_add, input, dim, index, src);
   check_defined(input, "scatter_add", "input");
   return scatter_add_(input.clone(), dim, index, src);
 }
@@ -228,6 +234,7 @@ Tensor scatter_add(const Tensor& input, int64_t dim, const Tensor& index, const 
 Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
   check_defined(self, "index_add_", "self");
   check_writable(self, "index_add_");
+  check_inplace_source(source, "index_add_");
   check_addable_dtype(self, "index_add_");
   check_defined(index, "index_add_", "index");
   check_defined(source, "index_add_", "source");
@@ -275,6 +282,7 @@ Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 
 Tensor index_add(const Tensor& input, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  KILN_AUTOGRAD(index_add, input, dim, index, source, alpha);
   check_defined(input, "index_add", "input");
   return index_add_(input.clone(), dim, index, source, alpha);
 }
@@ -297,10 +305,12 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value)
 }
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  check_inplace_source(value, "masked_fill_");
   return masked_fill_(self, mask, value_from_tensor(value, "masked_fill_"));
 }
 
 Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value) {
+  KILN_AUTOGRAD(masked_fill_scalar, input, mask, value);
   check_defined(input, "masked_fill", "input");
   check_bool_mask(mask, "masked_fill");
   const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_fill");
@@ -316,10 +326,12 @@ Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value)
 }
 
 Tensor masked_fill(const Tensor& input, const Tensor& mask, const Tensor& value) {
+  KILN_AUTOGRAD(masked_fill, input, mask, value);
   return masked_fill(input, mask, value_from_tensor(value, "masked_fill"));
 }
 
 Tensor masked_select(const Tensor& input, const Tensor& mask) {
+  KILN_AUTOGRAD(masked_select, input, mask);
   check_defined(input, "masked_select", "input");
   check_bool_mask(mask, "masked_select");
   const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_select");

@@ -1,5 +1,6 @@
 // linear: PyTorch's F.linear front end (validation, shapes, dtype dispatch), and the
 // helpers linear_fp8 shares (linear_common.h).
+#include "ops/autograd_hooks.h"
 #include "kiln/ops/linear.h"
 
 #include "backend/linear.h"
@@ -85,6 +86,7 @@ Tensor run_linear(const char* op, const LinearGeometry& g, const backend::Linear
 }  // namespace linear_detail
 
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  KILN_AUTOGRAD(linear, input, weight, bias);
   constexpr const char* op = "linear";
   check_defined(input, op, "input");
   check_defined(weight, op, "weight");

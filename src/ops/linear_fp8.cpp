@@ -2,6 +2,7 @@
 // its helpers (front ends; kernels behind backend/linear.h).
 #include <string>
 
+#include "ops/autograd_hooks.h"
 #include "backend/linear.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
@@ -42,6 +43,7 @@ backend::LinearWeight fp8_weight(const char* op, const Tensor& weight, const Ten
 }  // namespace
 
 Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale, const std::optional<Tensor>& bias) {
+  KILN_AUTOGRAD(linear_fp8, input, weight, scale, bias);
   constexpr const char* op = "linear_fp8";
   check_defined(input, op, "input");
   check_defined(weight, op, "weight");

@@ -1,5 +1,6 @@
 // moe_route, moe_permute, MoeExperts::from_fused and moe_experts: validation, dtype
 // handling and views (front ends; kernels behind backend/moe.h).
+#include "ops/autograd_hooks.h"
 #include "kiln/ops/moe.h"
 
 #include <cmath>
@@ -217,6 +218,7 @@ MoeExperts MoeExperts::from_fused(const Tensor& gate_up, const Tensor& down, con
 
 Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, const MoeExperts& experts,
                    const std::optional<SharedExpert>& shared) {
+  KILN_AUTOGRAD(moe_experts, x, weights, ids, experts, shared);
   constexpr const char* op = "moe_experts";
   check_defined(x, op, "x");
   KILN_CHECK(x.dim() == 2, op, "x must be [tokens, hidden], got shape {}", x.shape_str());

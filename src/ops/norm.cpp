@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "ops/autograd_hooks.h"
 #include "backend/norm.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
@@ -98,6 +99,7 @@ DType compute_for(DType a, DType b) {
 
 Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
+  KILN_AUTOGRAD(rms_norm, input, normalized_shape, weight, eps);
   constexpr const char* op = "rms_norm";
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
@@ -118,6 +120,7 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const std::o
 }
 
 Tensor rms_norm_llama(const Tensor& input, const Tensor& weight, double eps) {
+  KILN_AUTOGRAD(rms_norm_llama, input, weight, eps);
   constexpr const char* op = "rms_norm_llama";
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
@@ -131,6 +134,7 @@ Tensor rms_norm_llama(const Tensor& input, const Tensor& weight, double eps) {
 }
 
 Tensor rms_norm_one_plus(const Tensor& input, const Tensor& weight, double eps) {
+  KILN_AUTOGRAD(rms_norm_one_plus, input, weight, eps);
   constexpr const char* op = "rms_norm_one_plus";
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
@@ -144,6 +148,7 @@ Tensor rms_norm_one_plus(const Tensor& input, const Tensor& weight, double eps) 
 }
 
 Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& weight, double eps) {
+  KILN_AUTOGRAD(rms_norm_gated, input, gate, weight, eps);
   constexpr const char* op = "rms_norm_gated";
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
@@ -160,6 +165,7 @@ Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& wei
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
+  KILN_AUTOGRAD(layer_norm, input, normalized_shape, weight, bias, eps);
   constexpr const char* op = "layer_norm";
   check_defined(input, op, "input");
   check_float_input(input, op, "LayerNormKernelImpl");

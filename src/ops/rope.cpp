@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "ops/autograd_hooks.h"
 #include "backend/rope.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
@@ -96,6 +97,7 @@ Tensor apply_rotary_emb(const Tensor& x, const Tensor& positions, double rope_th
 }
 
 Tensor apply_rotary_emb_cos_sin(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
+  KILN_AUTOGRAD(apply_rotary_emb_cos_sin, x, cos, sin, interleaved);
   constexpr const char* op = "apply_rotary_emb_cos_sin";
   check_x(x, op);
   check_defined(cos, op, "cos");

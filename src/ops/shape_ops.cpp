@@ -2,6 +2,7 @@
 // Splits are pure views. cat copies each input into a slice of the output with
 // Tensor::copy_, whose engine coalesces dims and moves contiguous runs with memcpy
 // (casting on the fly when the input's dtype differs from the promoted one).
+#include "ops/autograd_hooks.h"
 #include "kiln/ops/shape.h"
 
 #include <algorithm>
@@ -52,6 +53,7 @@ DType promoted_dtype(const std::vector<Tensor>& tensors) {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  KILN_AUTOGRAD(cat, tensors, dim);
   KILN_CHECK_KIND(!tensors.empty(), Value, "cat", "expected a non-empty list of Tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     KILN_CHECK(tensors[i].defined(), "cat", "tensor at position {} is undefined", i);
@@ -107,6 +109,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  KILN_AUTOGRAD(stack, tensors, dim);
   KILN_CHECK_KIND(!tensors.empty(), Value, "stack", "stack expects a non-empty TensorList");
   for (size_t i = 0; i < tensors.size(); ++i) {
     KILN_CHECK(tensors[i].defined(), "stack", "tensor at position {} is undefined", i);
@@ -233,6 +236,7 @@ std::vector<Tensor> unbind(const Tensor& t, int64_t dim) {
 }
 
 Tensor flip(const Tensor& t, const std::vector<int64_t>& dims) {
+  KILN_AUTOGRAD(flip, t, dims);
   check_defined(t, "flip", "self");
   Shape strides = t.strides();
   int64_t offset = t.storage_offset();

@@ -2,6 +2,7 @@
 // input, then the softmax kernel of the input's device (backend/softmax.h).
 #include <optional>
 
+#include "ops/autograd_hooks.h"
 #include "backend/softmax.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
@@ -54,10 +55,12 @@ Tensor softmax_impl(const char* op, const Tensor& input, int64_t dim, std::optio
 }  // namespace
 
 Tensor softmax(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
+  KILN_AUTOGRAD(softmax, input, dim, dtype);
   return softmax_impl("softmax", input, dim, dtype, false);
 }
 
 Tensor log_softmax(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
+  KILN_AUTOGRAD(log_softmax, input, dim, dtype);
   return softmax_impl("log_softmax", input, dim, dtype, true);
 }
 

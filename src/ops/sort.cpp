@@ -1,5 +1,6 @@
 // Front ends of sort, argsort and topk: validation, output shapes, 0-dim inputs, then
 // the sort table's kernel (backend/sort.h).
+#include "ops/autograd_hooks.h"
 #include "backend/sort.h"
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
@@ -28,6 +29,7 @@ ValuesIndices scalar_line(const Tensor& input) { return {input.clone(), zeros({}
 
 // kiln's sort is always stable, so `stable` changes nothing.
 ValuesIndices sort(const Tensor& input, int64_t dim, bool descending, bool stable) {
+  KILN_AUTOGRAD(sort, input, dim, descending, stable);
   check_sortable(input, "sort");
   const int64_t d = wrap_dim(dim, input.dim(), "sort");
   if (input.dim() == 0) return scalar_line(input);
@@ -42,6 +44,7 @@ Tensor argsort(const Tensor& input, int64_t dim, bool descending, bool stable) {
 }
 
 ValuesIndices topk(const Tensor& input, int64_t k, int64_t dim, bool largest, bool sorted) {
+  KILN_AUTOGRAD(topk, input, k, dim, largest, sorted);
   check_sortable(input, "topk");
   const int64_t d = wrap_dim(dim, input.dim(), "topk");
   const int64_t size = input.dim() == 0 ? 1 : input.sizes()[d];
