@@ -149,4 +149,6 @@ PYBIND11_MODULE(_kiln, m) {
   bind_ops(m);
   bind_llm(m);
   bind_composite(m);
+  bind_autograd(m);
+  bind_loss(m);
 }
