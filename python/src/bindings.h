@@ -24,7 +24,7 @@ void bind_ops(py::module_& m);
 void bind_llm(py::module_& m);
 void bind_composite(py::module_& m);  // the kiln.composite submodule
 void bind_autograd(py::module_& m);
-void bind_loss(py::module_& m);       // cross_entropy, mse_loss   // Tensor.requires_grad/backward and kiln._kiln._autograd
+void bind_nn_functional(py::module_& m);  // cross_entropy, mse_loss, pad   // Tensor.requires_grad/backward and kiln._kiln._autograd
 // kiln::Error, std::bad_alloc and other C++ exceptions -> the Python exception PyTorch
 // raises, with the message intact whatever bytes it quotes (errors.cpp).
 void register_error_translator();

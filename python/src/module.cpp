@@ -150,5 +150,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_llm(m);
   bind_composite(m);
   bind_autograd(m);
-  bind_loss(m);
+  bind_nn_functional(m);
 }

@@ -13,6 +13,7 @@
 #include "kiln/ops/linear.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/nn.h"
+#include "kiln/ops/pad.h"
 #include "kiln/ops/reduce.h"
 #include "ops/autograd_hooks.h"
 
@@ -96,6 +97,19 @@ Tensor rope_entry(const Tensor& x, const Tensor& cos, const Tensor& sin, bool in
   });
 }
 
+// ---------------------------------------------------------------- pad
+
+// The adjoint of constant padding is cropping, which is constant padding by the negated
+// amounts. (The other modes are index_select gathers and record themselves.)
+Tensor constant_pad_entry(const Tensor& x, const std::vector<int64_t>& pads, double value) {
+  Tensor y = below_autograd([&] { return pad(x, pads, "constant", value); });
+  std::vector<int64_t> negated;
+  for (int64_t p : pads) negated.push_back(-p);
+  return record("ConstantPadNdBackward0", {x}, y, {}, [negated](C& c) {
+    return Grads{pad(c.grad(), negated, "constant", 0.0)};
+  });
+}
+
 const bool installed = [] {
   auto& h = autograd_hooks::op_hooks();
   h.matmul = [](const Tensor& a, const Tensor& b) { return product_entry<matmul>("MatmulBackward0", a, b); };
@@ -107,6 +121,7 @@ const bool installed = [] {
   h.softmax = softmax_entry;
   h.log_softmax = log_softmax_entry;
   h.apply_rotary_emb_cos_sin = rope_entry;
+  h.constant_pad = constant_pad_entry;
   // Through the composites (recording stays on).
   h.rms_norm = composite::rms_norm;
   h.rms_norm_llama = composite::rms_norm_llama;

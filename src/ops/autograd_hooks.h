@@ -104,6 +104,7 @@ struct OpHooks {
   Tensor (*scaled_dot_product_attention)(const Tensor&, const Tensor&, const Tensor&, const OptTensor&, double, bool,
                                          std::optional<double>, bool) = nullptr;
   Tensor (*attention_decode)(const Tensor&, const Tensor&, const Tensor&, int64_t, std::optional<double>) = nullptr;
+  Tensor (*constant_pad)(const Tensor&, const std::vector<int64_t>&, double) = nullptr;
   Tensor (*moe_experts)(const Tensor&, const Tensor&, const Tensor&, const MoeExperts&,
                         const std::optional<SharedExpert>&) = nullptr;
 };

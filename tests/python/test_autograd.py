@@ -257,3 +257,22 @@ def test_small_mlp_trains_with_sgd():
     with kiln.no_grad():
         predicted = kiln.argmax(logits(), 1).numpy()
     assert (predicted == labels).mean() > 0.9
+
+
+# ---------------------------------------------------------------- pad
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+def test_pad_gradcheck(mode):
+    x = leaf(2, 4, 3, seed=14, transposed=True)
+    assert gradcheck(lambda t: kiln.nn.functional.pad(t, (2, 1, -1, 2), mode=mode), [x])
+
+
+def test_pad_values_and_errors():
+    x = kiln.arange(1.0, 9.0).view(1, 8)
+    np.testing.assert_array_equal(kiln.nn.functional.pad(x, (2, 3), mode="reflect").numpy()[0],
+                                  [3, 2, 1, 2, 3, 4, 5, 6, 7, 8, 7, 6, 5])
+    np.testing.assert_array_equal(kiln.nn.functional.pad(x, (1, -6), value=-1.0).numpy()[0], [-1, 1, 2])
+    with pytest.raises(RuntimeError, match="Padding size should be less than the corresponding input dimension"):
+        kiln.nn.functional.pad(x, (8, 0), mode="reflect")
+    with pytest.raises(ValueError, match="Unrecognised padding mode"):
+        kiln.nn.functional.pad(x, (1, 1), mode="wrap")

@@ -113,3 +113,16 @@ def test_sdpa_matches_torch():
     q, kk, v = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 3))
     compare(lambda a, b, c: KF.scaled_dot_product_attention(a, b, c, is_causal=True), torch_causal_attention,
             q, kk, v)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pads", [(2, 3), (1, 2, 2, 1), (1, 0, 0, 2, 2, 1), (-1, 2, 1, -1)])
+def test_pad_matches_torch(mode, pads):
+    k = len(pads) // 2
+    x = rng.standard_normal((2, 3, 4, 5, 6)[-(k + 2):])
+    if mode == "constant":
+        compare(lambda a: KF.pad(a, pads, value=1.5), lambda a: F.pad(a, pads, value=1.5), x)
+    elif mode == "circular" and min(pads) < 0:
+        pytest.skip("torch 1.13's circular pad refuses negative pads")
+    else:
+        compare(lambda a: KF.pad(a, pads, mode=mode), lambda a: F.pad(a, pads, mode=mode), x)

@@ -1,12 +1,18 @@
-// kiln.cross_entropy / kiln.mse_loss (also kiln.nn.functional.*).
+// Loss functions and pad: kiln.cross_entropy, mse_loss, pad (also kiln.nn.functional.*).
 #include <pybind11/stl.h>
 
 #include "bindings.h"
 #include "kiln/ops/loss.h"
+#include "kiln/ops/pad.h"
 
 namespace kiln::python {
 
-void bind_loss(py::module_& m) {
+void bind_nn_functional(py::module_& m) {
+  m.def(
+      "pad",
+      [](const Tensor& input, const std::vector<int64_t>& pad_sizes, const std::string& mode,
+         std::optional<double> value) { return pad(input, pad_sizes, mode, value); },
+      py::arg("input"), py::arg("pad"), py::arg("mode") = "constant", py::arg("value") = py::none());
   m.def(
       "cross_entropy",
       [](const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
