@@ -1,13 +1,26 @@
-// Loss functions and pad: kiln.cross_entropy, mse_loss, pad (also kiln.nn.functional.*).
+// Losses, pad and dropout: kiln.cross_entropy, mse_loss, pad, dropout (also kiln.nn.functional.*).
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "kiln/ops/dropout.h"
 #include "kiln/ops/loss.h"
 #include "kiln/ops/pad.h"
 
 namespace kiln::python {
 
 void bind_nn_functional(py::module_& m) {
+  m.def(
+      "dropout",
+      [](const Tensor& input, double p, bool training, bool inplace, const py::object& generator) {
+        Generator* gen = generator.is_none() ? nullptr : generator.cast<Generator*>();
+        Tensor out = dropout(input, p, training, gen);
+        if (!inplace || out.is_same(input)) return out;
+        Tensor self = input;
+        self.copy_(out);
+        return self;
+      },
+      py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, py::arg("inplace") = false,
+      py::kw_only(), py::arg("generator") = py::none());
   m.def(
       "pad",
       [](const Tensor& input, const std::vector<int64_t>& pad_sizes, const std::string& mode,

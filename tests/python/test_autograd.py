@@ -276,3 +276,21 @@ def test_pad_values_and_errors():
         kiln.nn.functional.pad(x, (8, 0), mode="reflect")
     with pytest.raises(ValueError, match="Unrecognised padding mode"):
         kiln.nn.functional.pad(x, (1, 1), mode="wrap")
+
+
+# ---------------------------------------------------------------- dropout
+
+def test_dropout_mask_seed_and_backward():
+    F = kiln.nn.functional
+    x = leaf(1000, seed=15)
+    y1 = F.dropout(x, 0.25, generator=kiln.Generator(5))
+    y2 = F.dropout(x, 0.25, generator=kiln.Generator(5))
+    np.testing.assert_array_equal(y1.detach().numpy(), y2.detach().numpy())
+    kept = y1.detach().numpy() != 0
+    np.testing.assert_allclose(y1.detach().numpy()[kept], x.detach().numpy()[kept] / 0.75, rtol=1e-15)
+    y1.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), kept / 0.75)
+    assert F.dropout(x, 0.5, training=False) is not None
+    np.testing.assert_array_equal(F.dropout(x, 1.0).detach().numpy(), np.zeros(1000))
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+        F.dropout(x, 2.0)
