@@ -1,14 +1,22 @@
-// Losses, pad and dropout: kiln.cross_entropy, mse_loss, pad, dropout (also kiln.nn.functional.*).
+// Losses, pad, dropout and group_norm: kiln.cross_entropy, mse_loss, pad, dropout, group_norm
+// (also kiln.nn.functional.*).
 #include <pybind11/stl.h>
 
 #include "bindings.h"
 #include "kiln/ops/dropout.h"
+#include "kiln/ops/group_norm.h"
 #include "kiln/ops/loss.h"
 #include "kiln/ops/pad.h"
 
 namespace kiln::python {
 
 void bind_nn_functional(py::module_& m) {
+  m.def(
+      "group_norm",
+      [](const Tensor& input, int64_t num_groups, const std::optional<Tensor>& weight,
+         const std::optional<Tensor>& bias, double eps) { return group_norm(input, num_groups, weight, bias, eps); },
+      py::arg("input"), py::arg("num_groups"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+      py::arg("eps") = 1e-5);
   m.def(
       "dropout",
       [](const Tensor& input, double p, bool training, bool inplace, const py::object& generator) {

@@ -1,5 +1,8 @@
 // Nodes, saved tensors and recording (autograd/function.h).
 #include <atomic>
+#include <mutex>
+
+#include <fmt/core.h>
 
 #include "autograd/function.h"
 #include "kiln/error.h"
@@ -11,13 +14,14 @@ namespace kiln::autograd {
 namespace {
 
 std::atomic<uint64_t> next_sequence_nr{0};
+// Guards the creation of leaves' gradient accumulators: two threads recording ops on the
+// same leaf must share one (PyTorch locks here too).
+std::mutex accumulator_mutex;
 
 // A new handle on t's data with no autograd state, so the node can carry it.
 Tensor fresh_alias(const Tensor& t) { return t.detach(); }
 
-std::string describe_saved(const Tensor& t) {
-  return "[" + std::string(dtype_name(t.dtype())) + " " + t.shape_str() + "]";
-}
+std::string describe_saved(const Tensor& t) { return fmt::format("[{} {}]", dtype_name(t.dtype()), t.shape_str()); }
 
 }  // namespace
 
@@ -32,6 +36,7 @@ Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
   AutogradMeta* meta = t.autograd_meta();
   if (meta->grad_fn != nullptr) return {meta->grad_fn, meta->output_nr};
+  std::lock_guard<std::mutex> lock(accumulator_mutex);
   std::shared_ptr<Node> acc = meta->grad_accumulator.lock();
   if (acc == nullptr) {
     acc = std::make_shared<AccumulateGrad>(t);
@@ -57,8 +62,8 @@ Tensor SavedTensor::unpack(const Node& owner) const {
   if (!tensor_.defined()) return tensor_;
   const auto now = static_cast<uint64_t>(tensor_.version());
   if (now != version_) {
-    const std::string which = is_output_ ? "output " + std::to_string(output_nr_) + " of " + owner.name()
-                                         : "an input of " + owner.name();
+    const std::string which = is_output_ ? fmt::format("output {} of {}", output_nr_, owner.name())
+                                         : fmt::format("an input of {}", owner.name());
     fail(ErrorKind::Runtime, "backward",
          "one of the variables needed for gradient computation has been modified by an inplace operation: {}, "
          "which is {}, is at version {}; expected version {} instead. Hint: the in-place op ran after the "

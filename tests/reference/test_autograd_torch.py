@@ -126,3 +126,10 @@ def test_pad_matches_torch(mode, pads):
         pytest.skip("torch 1.13's circular pad refuses negative pads")
     else:
         compare(lambda a: KF.pad(a, pads, mode=mode), lambda a: F.pad(a, pads, mode=mode), x)
+
+
+@pytest.mark.parametrize("groups", [1, 2, 4])
+def test_group_norm_matches_torch(groups):
+    x = rng.standard_normal((2, 4, 3, 5))
+    compare(lambda a, w, b: KF.group_norm(a, groups, w, b), lambda a, w, b: F.group_norm(a, groups, w, b),
+            x, rng.standard_normal(4), rng.standard_normal(4))
