@@ -17,18 +17,21 @@ void bind_nn_functional(py::module_& m) {
          const std::optional<Tensor>& bias, double eps) { return group_norm(input, num_groups, weight, bias, eps); },
       py::arg("input"), py::arg("num_groups"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
       py::arg("eps") = 1e-5);
-  m.def(
-      "dropout",
-      [](const Tensor& input, double p, bool training, bool inplace, const py::object& generator) {
-        Generator* gen = generator.is_none() ? nullptr : generator.cast<Generator*>();
-        Tensor out = dropout(input, p, training, gen);
-        if (!inplace || out.is_same(input)) return out;
-        Tensor self = input;
-        self.copy_(out);
-        return self;
-      },
-      py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, py::arg("inplace") = false,
-      py::kw_only(), py::arg("generator") = py::none());
+  using DropoutFn = Tensor (*)(const Tensor&, double, bool, Generator*);
+  for (const auto& [name, fn] : {std::pair<const char*, DropoutFn>{"dropout", &dropout}, {"dropout2d", &dropout2d}}) {
+    m.def(
+        name,
+        [fn](const Tensor& input, double p, bool training, bool inplace, const py::object& generator) {
+          Generator* gen = generator.is_none() ? nullptr : generator.cast<Generator*>();
+          Tensor out = fn(input, p, training, gen);
+          if (!inplace || out.is_same(input)) return out;
+          Tensor self = input;
+          self.copy_(out);
+          return self;
+        },
+        py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, py::arg("inplace") = false,
+        py::kw_only(), py::arg("generator") = py::none());
+  }
   m.def(
       "pad",
       [](const Tensor& input, const std::vector<int64_t>& pad_sizes, const std::string& mode,

@@ -73,5 +73,24 @@ TEST(Dropout, BackwardUsesTheForwardMask) {
   expect_gradcheck(one([](const Tensor& t) { return dropped(t, 0.4, 9); }), {transposed_leaf({3, 5}, 3)});
 }
 
+TEST(Dropout, Dropout2dDropsWholeChannels) {
+  const Tensor x = add(rand({3, 8, 4, 5}, DType::Float64), Scalar(1.0));  // never 0
+  Generator gen(11);
+  const Tensor y = dropout2d(x, 0.5, true, &gen);
+  // Per channel: all 20 elements kept (scaled by 2) or all dropped.
+  const Tensor kept = sum(ne(y, Scalar(0.0)).to(DType::Int64), {2, 3});
+  const Tensor all_or_none = logical_or(eq(kept, Scalar(0)), eq(kept, Scalar(20)));
+  EXPECT_EQ(sum(logical_not(all_or_none).to(DType::Int64)).item().to_int64(), 0);
+  EXPECT_EQ(sum(where(ne(y, Scalar(0.0)), ne(y, mul(x, Scalar(2.0))), Scalar(false)).to(DType::Int64)).item().to_int64(), 0);
+  const int64_t dropped_channels = sum(eq(kept, Scalar(0)).to(DType::Int64)).item().to_int64();
+  EXPECT_GT(dropped_channels, 0);
+  EXPECT_LT(dropped_channels, 24);
+  expect_gradcheck(one([](const Tensor& t) {
+    Generator g(4);
+    return dropout2d(t, 0.5, true, &g);
+  }), {leaf({2, 3, 2, 2}, 5)});
+  expect_error([&] { dropout2d(ones({2, 3}), 0.5); }, ErrorKind::Runtime, "expected a 4-D input");
+}
+
 }  // namespace
 }  // namespace kiln

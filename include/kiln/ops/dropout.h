@@ -16,4 +16,9 @@ namespace kiln {
 // but got 1.5"), Type for a non-floating input.
 Tensor dropout(const Tensor& input, double p = 0.5, bool training = true, Generator* gen = nullptr);
 
+// torch.nn.functional.dropout2d: whole channels are zeroed (each with probability p) and
+// the others scaled by 1 / (1 - p). input is [N, C, H, W] or unbatched [C, H, W]; the
+// same edges, generator and errors as dropout (Runtime for another number of dims).
+Tensor dropout2d(const Tensor& input, double p = 0.5, bool training = true, Generator* gen = nullptr);
+
 }  // namespace kiln
