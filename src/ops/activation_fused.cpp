@@ -1,12 +1,12 @@
 // silu_and_mul front end: the gate and up halves of the last dim as views, then the
 // fused kernel of the elementwise table (backend/elementwise.h), which widens narrow
 // dtypes and handles strides.
-#include "ops/autograd_hooks.h"
 #include "backend/elementwise.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
+#include "ops/autograd_hooks.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 

@@ -3,7 +3,6 @@
 // unless an operand's last dim is strided; a mask is converted once to an additive bias
 // of its own (unbroadcast) shape when it is bool or of another dtype than the compute
 // dtype.
-#include "ops/autograd_hooks.h"
 #include "kiln/ops/attention.h"
 
 #include <cmath>
@@ -20,6 +19,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {

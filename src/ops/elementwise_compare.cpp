@@ -2,11 +2,11 @@
 #include <cmath>
 #include <optional>
 
-#include "ops/autograd_hooks.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/elementwise_common.h"
 #include "ops/op_utils.h"
 

@@ -2,10 +2,10 @@
 // sigmoid, ...), the activations (silu, gelu, softplus, relu) and the roundings.
 #include <string_view>
 
-#include "ops/autograd_hooks.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
+#include "ops/autograd_hooks.h"
 #include "ops/elementwise_common.h"
 #include "ops/op_utils.h"
 

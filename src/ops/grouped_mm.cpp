@@ -1,7 +1,6 @@
 // grouped_mm and grouped_mm_fp8 front ends: PyTorch's validation (GroupedMMUtils.h, in its
 // order), output allocation, and the grouped_mm kernel of the device
 // (backend/grouped_mm.h).
-#include "ops/autograd_hooks.h"
 #include "kiln/ops/grouped_mm.h"
 
 #include <climits>
@@ -10,6 +9,7 @@
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {

@@ -1,6 +1,5 @@
 // Front ends for the indexing ops: PyTorch's checks and error messages, output
 // allocation, then one call through the index kernel table (backend/index.h).
-#include "ops/autograd_hooks.h"
 #include "kiln/ops/index.h"
 
 #include <cmath>
@@ -14,6 +13,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {

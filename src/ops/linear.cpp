@@ -1,12 +1,12 @@
 // linear: PyTorch's F.linear front end (validation, shapes, dtype dispatch), and the
 // helpers linear_fp8 shares (linear_common.h).
-#include "ops/autograd_hooks.h"
 #include "kiln/ops/linear.h"
 
 #include "backend/linear.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
+#include "ops/autograd_hooks.h"
 #include "ops/linear_common.h"
 #include "ops/op_utils.h"
 

@@ -2,13 +2,13 @@
 // its helpers (front ends; kernels behind backend/linear.h).
 #include <string>
 
-#include "ops/autograd_hooks.h"
 #include "backend/linear.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/linear.h"
+#include "ops/autograd_hooks.h"
 #include "ops/linear_common.h"
 #include "ops/op_utils.h"
 

@@ -8,7 +8,6 @@
 // rounded once to the input dtype ("compute wide, store narrow"). Widening per panel
 // would save the temporary copies; the whole-tensor cast keeps this layer simple and
 // the cast engine vectorised.
-#include "ops/autograd_hooks.h"
 #include "kiln/ops/matmul.h"
 
 #include "backend/matmul.h"
@@ -16,6 +15,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {

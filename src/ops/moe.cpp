@@ -1,6 +1,5 @@
 // moe_route, moe_permute, MoeExperts::from_fused and moe_experts: validation, dtype
 // handling and views (front ends; kernels behind backend/moe.h).
-#include "ops/autograd_hooks.h"
 #include "kiln/ops/moe.h"
 
 #include <cmath>
@@ -12,6 +11,7 @@
 #include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/scalar_types.h"  // kFp8ScaleBlock
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {

@@ -5,7 +5,6 @@
 #include <optional>
 #include <string>
 
-#include "ops/autograd_hooks.h"
 #include "backend/norm.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
@@ -13,6 +12,7 @@
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 

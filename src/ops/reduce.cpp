@@ -4,11 +4,11 @@
 // table's kernel (backend/reduce.h) of the matching kind.
 #include <string>
 
-#include "ops/autograd_hooks.h"
 #include "backend/reduce.h"
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 #include "ops/reduce_utils.h"
 

@@ -5,13 +5,13 @@
 #include <cstdint>
 #include <optional>
 
-#include "ops/autograd_hooks.h"
 #include "backend/rope.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
+#include "ops/autograd_hooks.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 

@@ -2,7 +2,6 @@
 // Splits are pure views. cat copies each input into a slice of the output with
 // Tensor::copy_, whose engine coalesces dims and moves contiguous runs with memcpy
 // (casting on the fly when the input's dtype differs from the promoted one).
-#include "ops/autograd_hooks.h"
 #include "kiln/ops/shape.h"
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {

@@ -2,12 +2,12 @@
 // input, then the softmax kernel of the input's device (backend/softmax.h).
 #include <optional>
 
-#include "ops/autograd_hooks.h"
 #include "backend/softmax.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
+#include "ops/autograd_hooks.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 

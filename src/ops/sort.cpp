@@ -1,10 +1,10 @@
 // Front ends of sort, argsort and topk: validation, output shapes, 0-dim inputs, then
 // the sort table's kernel (backend/sort.h).
-#include "ops/autograd_hooks.h"
 #include "backend/sort.h"
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
