@@ -5,12 +5,31 @@
 #include "bindings.h"
 #include "kiln/ops/dropout.h"
 #include "kiln/ops/group_norm.h"
+#include "kiln/ops/interpolate.h"
 #include "kiln/ops/loss.h"
 #include "kiln/ops/pad.h"
 
 namespace kiln::python {
 
 void bind_nn_functional(py::module_& m) {
+  m.def(
+      "interpolate",
+      [](const Tensor& input, const py::object& size, const py::object& scale_factor, const std::string& mode,
+         std::optional<bool> align_corners, std::optional<bool> recompute_scale_factor) {
+        std::vector<int64_t> sizes;
+        std::vector<double> factors;
+        if (!size.is_none()) sizes = py::isinstance<py::int_>(size) ? std::vector<int64_t>{size.cast<int64_t>()}
+                                                                    : size.cast<std::vector<int64_t>>();
+        if (!scale_factor.is_none()) {
+          factors = py::isinstance<py::float_>(scale_factor) || py::isinstance<py::int_>(scale_factor)
+                        ? std::vector<double>{scale_factor.cast<double>()}
+                        : scale_factor.cast<std::vector<double>>();
+        }
+        return interpolate(input, sizes, factors, mode, align_corners, recompute_scale_factor.value_or(false));
+      },
+      py::arg("input"), py::arg("size") = py::none(), py::arg("scale_factor") = py::none(),
+      py::arg("mode") = "nearest", py::arg("align_corners") = py::none(),
+      py::arg("recompute_scale_factor") = py::none());
   m.def(
       "group_norm",
       [](const Tensor& input, int64_t num_groups, const std::optional<Tensor>& weight,

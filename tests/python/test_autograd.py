@@ -294,3 +294,19 @@ def test_dropout_mask_seed_and_backward():
     np.testing.assert_array_equal(F.dropout(x, 1.0).detach().numpy(), np.zeros(1000))
     with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
         F.dropout(x, 2.0)
+
+
+# ---------------------------------------------------------------- interpolate
+
+@pytest.mark.parametrize("kw", [dict(scale_factor=2, mode="nearest"), dict(size=(5, 3), mode="nearest-exact"),
+                                dict(size=(5, 6), mode="bilinear", align_corners=False),
+                                dict(scale_factor=1.5, mode="bilinear", align_corners=True)])
+def test_interpolate_gradcheck(kw):
+    x = leaf(1, 2, 3, 4, seed=16, transposed=True)
+    assert gradcheck(lambda t: kiln.nn.functional.interpolate(t, **kw), [x])
+
+
+def test_interpolate_nearest_backward_sums_contributors():
+    x = kiln.ones([1, 1, 2, 2], dtype=kiln.float64).requires_grad_()
+    kiln.nn.functional.interpolate(x, scale_factor=2).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((1, 1, 2, 2), 4.0))

@@ -133,3 +133,23 @@ def test_group_norm_matches_torch(groups):
     x = rng.standard_normal((2, 4, 3, 5))
     compare(lambda a, w, b: KF.group_norm(a, groups, w, b), lambda a, w, b: F.group_norm(a, groups, w, b),
             x, rng.standard_normal(4), rng.standard_normal(4))
+
+
+INTERPOLATE_CASES = [
+    ((2, 3, 5), dict(size=9, mode="nearest")),
+    ((2, 3, 8), dict(scale_factor=0.5, mode="nearest")),
+    ((1, 2, 4, 5), dict(scale_factor=2, mode="nearest")),
+    ((1, 2, 4, 5), dict(size=(7, 3), mode="nearest-exact")),
+    ((2, 3, 5), dict(size=8, mode="linear", align_corners=False)),
+    ((2, 3, 5), dict(size=8, mode="linear", align_corners=True)),
+    ((1, 2, 4, 5), dict(scale_factor=2, mode="bilinear", align_corners=False)),
+    ((1, 2, 4, 5), dict(size=(3, 7), mode="bilinear", align_corners=True)),
+    ((1, 1, 3, 4, 2), dict(scale_factor=(2, 1.5, 3), mode="trilinear", align_corners=False)),
+    ((1, 1, 3, 4, 2), dict(size=(2, 5, 3), mode="nearest")),
+]
+
+
+@pytest.mark.parametrize("shape,kw", INTERPOLATE_CASES)
+def test_interpolate_matches_torch(shape, kw):
+    x = rng.standard_normal(shape)
+    compare(lambda a: KF.interpolate(a, **kw), lambda a: F.interpolate(a, **kw), x)
