@@ -310,3 +310,43 @@ def test_interpolate_nearest_backward_sums_contributors():
     x = kiln.ones([1, 1, 2, 2], dtype=kiln.float64).requires_grad_()
     kiln.nn.functional.interpolate(x, scale_factor=2).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.full((1, 1, 2, 2), 4.0))
+
+
+def test_small_conv_net_trains_with_sgd():
+    # Two classes of 1x6x6 images: a bright vertical or a bright horizontal bar.
+    rng = np.random.default_rng(1)
+    n = 32
+    labels = rng.integers(0, 2, n)
+    images = 0.1 * rng.standard_normal((n, 1, 6, 6))
+    for i, label in enumerate(labels):
+        k = rng.integers(1, 5)
+        if label:
+            images[i, 0, :, k] += 1.0
+        else:
+            images[i, 0, k, :] += 1.0
+    x = kiln.from_numpy(images.astype(np.float32)).clone()
+    y = kiln.from_numpy(labels.astype(np.int64)).clone()
+    F = kiln.nn.functional
+
+    def param(*shape, scale):
+        return kiln.from_numpy((rng.standard_normal(shape) * scale).astype(np.float32)).clone().requires_grad_()
+
+    conv_w, conv_b = param(4, 1, 3, 3, scale=0.3), param(4, scale=0.0)
+    head_w, head_b = param(2, 4 * 4 * 4, scale=0.1), param(2, scale=0.0)
+    params = [conv_w, conv_b, head_w, head_b]
+
+    def loss_fn():
+        features = kiln.relu(F.conv2d(x, conv_w, conv_b)).reshape(n, -1)
+        return F.cross_entropy(F.linear(features, head_w, head_b), y)
+
+    losses = []
+    for _ in range(40):
+        loss = loss_fn()
+        losses.append(loss.item())
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with kiln.no_grad():
+            for p in params:
+                p -= 0.3 * p.grad
+    assert losses[-1] < 0.3 * losses[0], losses

@@ -153,3 +153,22 @@ INTERPOLATE_CASES = [
 def test_interpolate_matches_torch(shape, kw):
     x = rng.standard_normal(shape)
     compare(lambda a: KF.interpolate(a, **kw), lambda a: F.interpolate(a, **kw), x)
+
+
+CONV_CASES = [
+    ("conv2d", (2, 4, 6, 5), (6, 4, 3, 3), dict()),
+    ("conv2d", (2, 4, 7, 6), (6, 2, 3, 2), dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2)),
+    ("conv2d", (3, 5, 5), (3, 1, 2, 2), dict(padding=1, groups=3)),
+    ("conv1d", (2, 4, 9), (4, 1, 3), dict(stride=2, padding=1, groups=4)),
+    ("conv1d", (2, 3, 8), (5, 3, 2), dict(dilation=3)),
+]
+
+
+@pytest.mark.parametrize("name,xs,ws,kw", CONV_CASES)
+def test_conv_matches_torch(name, xs, ws, kw):
+    x, w, b = rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(ws[0])
+    if len(xs) == 3 and name == "conv2d":
+        x = rng.standard_normal((3, 5, 5))
+        w = rng.standard_normal((6, 1, 2, 2))
+        b = rng.standard_normal(6)
+    compare(lambda a, c, d: getattr(KF, name)(a, c, d, **kw), lambda a, c, d: getattr(F, name)(a, c, d, **kw), x, w, b)
