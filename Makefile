@@ -7,7 +7,7 @@ PYTHON := /usr/bin/python3
 DEMO_MODEL := build/models/qwen3-moe-demo
 DEMO_PROMPT := The kiln fired the clay until it rang like a bell.
 
-.PHONY: deps configure build demo test test-cpp test-python bench hostile-sweep clean
+.PHONY: deps configure build demo test test-cpp test-python test-torch-reference bench hostile-sweep clean
 
 deps:
 	@scripts/setup-deps
@@ -29,6 +29,12 @@ test-python: build
 	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) -m pytest -q tests/python
 
 test: test-cpp test-python
+
+# kiln's autograd against PyTorch 1.13 (Debian's python3-torch, installed here only):
+# values and gradients. Not part of `make test`; skipped when torch is absent.
+test-torch-reference: build
+	@dpkg -s python3-torch >/dev/null 2>&1 || sudo apt-get install -y python3-torch || apt-get install -y python3-torch
+	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) -m pytest -q tests/reference
 
 # Sanitizer and fuzzer builds (docs/testing.md): each preset has a folder of its own, so
 # they never disturb the release build.

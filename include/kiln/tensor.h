@@ -2,6 +2,7 @@
 // A Tensor is a handle: copies share the same data (use clone() for a deep copy).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -29,6 +30,9 @@ struct Storage {
   // through, which would change the caller's data or fault on the mapping.
   bool read_only = false;
   std::shared_ptr<void> keep_alive;
+  // Bumped by every in-place write (check_writable); autograd compares it with the value
+  // a saved tensor had, so a change to a tensor the backward needs is an error.
+  std::atomic<uint64_t> version{0};
 
   Storage() = default;
   Storage(const Storage&) = delete;
@@ -42,12 +46,17 @@ struct Storage {
                                          Device device = kCPU);
 };
 
+// Autograd state (requires_grad, grad, grad_fn; docs/autograd.md). Null for every tensor
+// that takes no part in autograd, so ops pay one pointer test for it.
+struct AutogradMeta;
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape sizes;
   Shape strides;  // in elements
   int64_t offset = 0;  // in elements
   DType dtype = DType::Float32;
+  std::shared_ptr<AutogradMeta> autograd;
 };
 
 class Tensor {
@@ -126,6 +135,26 @@ class Tensor {
   // Element at a multi-index, as a Scalar (for tests and printing; slow).
   Scalar at(const Shape& index) const;
 
+  // ---- autograd (docs/autograd.md; the engine is in kiln/autograd.h) ----
+  // True when gradients flow to this tensor: a leaf marked with requires_grad_, or
+  // the result of a recorded op.
+  bool requires_grad() const;
+  // Marks a leaf (a tensor no recorded op produced); floating or complex dtypes only.
+  Tensor& requires_grad_(bool requires_grad = true);
+  bool is_leaf() const;
+  // The gradient accumulated by backward into a leaf (undefined when none).
+  Tensor grad() const;
+  void set_grad(const Tensor& grad);
+  // A tensor sharing this one's data and version counter, outside any graph.
+  Tensor detach() const;
+  Tensor& detach_();
+  // The storage's in-place write count (PyTorch's Tensor._version).
+  int64_t version() const { return static_cast<int64_t>(storage()->version.load(std::memory_order_relaxed)); }
+  // The one test ops make before asking autograd anything (no meta, no recording).
+  bool has_autograd_meta() const noexcept { return impl_ != nullptr && impl_->autograd != nullptr; }
+  AutogradMeta* autograd_meta() const noexcept { return impl_ != nullptr ? impl_->autograd.get() : nullptr; }
+  const std::shared_ptr<TensorImpl>& unsafe_impl() const noexcept { return impl_; }
+
   // "[2, 3]" — used in error messages.
   std::string shape_str() const;
   // "Tensor(shape=[2, 3], dtype=float32)"
@@ -152,7 +181,12 @@ std::string shape_to_string(const Shape& sizes);
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // What every op that writes into an existing tensor (copy_, fill_, the in-place
 // arithmetic and index ops) checks first: a Runtime error naming `op` when self's
-// storage is read-only.
+// storage is read-only, or when self requires grad while grad mode is on (PyTorch's
+// leaf error; kiln's autograd does not record in-place ops yet). It also bumps the
+// storage's version counter.
 void check_writable(const Tensor& self, const char* op);
+// What in-place ops check of the tensor they read from: while grad mode is on, a source
+// that requires grad is an error (the in-place write would not be recorded).
+void check_inplace_source(const Tensor& source, const char* op);
 
 }  // namespace kiln

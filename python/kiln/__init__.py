@@ -32,15 +32,16 @@ _NUMPY_FRIENDLY = {
 }
 
 
-def tensor(data, dtype=None):
+def tensor(data, dtype=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays or tensors).
 
     Without ``dtype`` the type is inferred as PyTorch does: bool, int64, float32 or
     complex64 for Python data; the array's own dtype for numpy input.
     """
     if isinstance(data, Tensor):
-        out = data.clone()
-        return out if dtype is None else out.to(dtype)
+        out = data.detach().clone()
+        out = out if dtype is None else out.to(dtype)
+        return out.requires_grad_() if requires_grad else out
     if isinstance(data, _np.ndarray):
         arr = _np.array(data, copy=True)
     else:
@@ -56,7 +57,7 @@ def tensor(data, dtype=None):
     out = from_numpy(_np.array(arr, order="C", copy=False)).clone()
     if dtype is not None and dtype != out.dtype:
         out = out.to(dtype)
-    return out
+    return out.requires_grad_() if requires_grad else out
 
 
 def as_tensor(data, dtype=None):
@@ -91,3 +92,5 @@ set_printoptions = _tensor_str.set_printoptions
 
 from . import llm, nn  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
+from . import autograd  # noqa: E402,F401
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401

@@ -29,6 +29,8 @@ void bind_dlpack(py::module_& m);     // __dlpack__, __dlpack_device__, from_dlp
 void bind_linalg(py::module_& m);     // the kiln.linalg submodule
 void bind_pointwise_index_extra(py::module_& m);  // frexp, take, bincount, kiln.special, ...
 void bind_devices(py::module_& m);  // kiln.device, Tensor.to(device), the kiln.vulkan submodule
+void bind_autograd(py::module_& m);
+void bind_nn_functional(py::module_& m);  // cross_entropy, mse_loss, pad   // Tensor.requires_grad/backward and kiln._kiln._autograd
 // kiln::Error, std::bad_alloc and other C++ exceptions -> the Python exception PyTorch
 // raises, with the message intact whatever bytes it quotes (errors.cpp).
 void register_error_translator();

@@ -155,4 +155,6 @@ PYBIND11_MODULE(_kiln, m) {
   bind_linalg(m);
   bind_pointwise_index_extra(m);
   bind_devices(m);
+  bind_autograd(m);
+  bind_nn_functional(m);
 }

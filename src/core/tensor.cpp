@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "core/autograd_meta.h"
 #include "core/device_runtime.h"
 #include "kiln/allocator.h"
 #include "kiln/error.h"
@@ -230,11 +231,6 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes
   return t.as_strided(sizes, strides, offset);
 }
 
-void check_writable(const Tensor& self, const char* op) {
-  KILN_CHECK(!self.storage()->read_only, op,
-             "cannot write to a read-only tensor (it views a read-only numpy array or a file mapped read-only); "
-             "clone() it to get a writable copy");
-}
 
 namespace {
 
@@ -283,6 +279,7 @@ void* Tensor::data_ptr() const {
 }
 
 Tensor Tensor::view(const Shape& sizes) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(view, sizes);
   Shape new_sizes = infer_size(sizes, numel(), "view");
   auto strides = view_strides(this->sizes(), this->strides(), new_sizes);
   KILN_CHECK(strides.has_value(), "view",
@@ -295,12 +292,15 @@ Tensor Tensor::view(const Shape& sizes) const {
 Tensor Tensor::reshape(const Shape& sizes) const {
   Shape new_sizes = infer_size(sizes, numel(), "reshape");
   if (auto strides = view_strides(this->sizes(), this->strides(), new_sizes)) {
+    // A tensor in autograd takes the recorded view path, so the gradient flows back.
+    if (has_autograd_meta()) return view(new_sizes);
     return make_view(*this, new_sizes, *strides, storage_offset());
   }
   return contiguous().view(new_sizes);
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(permute, dims);
   int64_t n = dim();
   KILN_CHECK(static_cast<int64_t>(dims.size()) == n, "permute",
              "number of dims don't match: tensor has {} dims but got permutation {}", n, shape_to_string(dims));
@@ -317,6 +317,7 @@ Tensor Tensor::permute(const Shape& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(transpose, d0, d1);
   int64_t n = dim();
   if (n == 0) {
     wrap_dim(d0, 0, "transpose");
@@ -337,6 +338,7 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::expand(const Shape& sizes) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(expand, sizes);
   int64_t n = static_cast<int64_t>(sizes.size());
   int64_t nd = dim();
   KILN_CHECK(n >= nd, "expand",
@@ -373,6 +375,7 @@ Tensor Tensor::expand(const Shape& sizes) const {
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(narrow, d, start, length);
   KILN_CHECK(dim() > 0, "narrow", "cannot be applied to a 0-dim tensor");
   d = wrap_dim(d, dim(), "narrow");
   int64_t size = sizes()[d];
@@ -389,6 +392,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt,
                      int64_t step) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(slice, d, start_opt, end_opt, step);
   KILN_CHECK(dim() > 0, "slice", "cannot be applied to a 0-dim tensor");
   d = wrap_dim(d, dim(), "slice");
   KILN_CHECK_KIND(step > 0, Value, "slice", "step must be greater than zero, got {}", step);
@@ -408,6 +412,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(select, d, index);
   KILN_CHECK_KIND(dim() > 0, Index, "select", "select() cannot be applied to a 0-dim tensor");
   d = wrap_dim(d, dim(), "select");
   int64_t size = sizes()[d];
@@ -422,6 +427,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 
 Tensor Tensor::squeeze() const {
+  KILN_TENSOR_METHOD_AUTOGRAD(squeeze_all);
   Shape s, st;
   for (int64_t i = 0; i < dim(); ++i) {
     if (sizes()[i] != 1) {
@@ -433,6 +439,7 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(squeeze, d);
   if (dim() == 0) {
     wrap_dim(d, 0, "squeeze");
     return make_view(*this, sizes(), strides(), storage_offset());
@@ -446,6 +453,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(unsqueeze, d);
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape s = sizes(), st = strides();
   int64_t new_stride = d < dim() ? checked_mul(st[d], s[d], "unsqueeze") : 1;
@@ -477,6 +485,7 @@ Tensor Tensor::unflatten(int64_t d, const Shape& new_sizes) const {
 }
 
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, std::optional<int64_t> offset_opt) const {
+  KILN_TENSOR_METHOD_AUTOGRAD(as_strided, sizes, strides, offset_opt);
   KILN_CHECK(sizes.size() == strides.size(), "as_strided", "mismatch in length of strides ({}) and sizes ({})",
              strides.size(), sizes.size());
   check_sizes(sizes, "as_strided");

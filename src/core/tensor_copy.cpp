@@ -4,6 +4,7 @@
 
 #include <fmt/core.h>
 
+#include "core/autograd_meta.h"
 #include "core/copy_kernels.h"
 #include "core/memory_overlap.h"
 #include "core/op_profile.h"
@@ -45,6 +46,7 @@ Tensor Tensor::to(Device target) const {
 }
 
 Tensor Tensor::clone() const {
+  KILN_TENSOR_METHOD_AUTOGRAD(clone);
   Tensor out = Tensor::empty(sizes(), dtype(), device());
   copy_on_device("clone", out, *this);
   return out;
@@ -52,6 +54,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
+  KILN_TENSOR_METHOD_AUTOGRAD(to, target);
   Tensor out = Tensor::empty(sizes(), target, device());
   copy_on_device("to", out, *this);
   return out;
@@ -62,6 +65,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   // PyTorch's rules: copying a view onto itself is a no-op; a destination whose elements
   // share memory, or a source that partly overlaps it, would depend on the write order.
   check_writable(*this, "copy_");
+  check_inplace_source(src, "copy_");
   const bool same_view = data_ptr() == src.data_ptr() && sizes() == src.sizes() && strides() == src.strides() &&
                          dtype() == src.dtype();
   if (same_view) return *this;

@@ -7,12 +7,14 @@
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
+#include "ops/autograd_hooks.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
 
 Tensor silu_and_mul(const Tensor& input) {
+  KILN_AUTOGRAD(silu_and_mul, input);
   constexpr const char* op = "silu_and_mul";
   check_defined(input, op, "input");
   KILN_CHECK_KIND(is_nn_float(input.dtype()), Type, op,

@@ -20,6 +20,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -89,6 +90,7 @@ Tensor causal_bias(int64_t L, int64_t S, DType compute) {
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, bool enable_gqa) {
+  KILN_AUTOGRAD(scaled_dot_product_attention, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   check_defined(query, kSdpa, "query");
   check_defined(key, kSdpa, "key");
   check_defined(value, kSdpa, "value");
@@ -227,6 +229,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
 
 Tensor attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t valid_len,
                         std::optional<double> scale) {
+  KILN_AUTOGRAD(attention_decode, q, k_cache, v_cache, valid_len, scale);
   constexpr const char* op = "attention_decode";
   check_defined(q, op, "q");
   check_defined(k_cache, op, "k_cache");

@@ -12,6 +12,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/elementwise_common.h"
 #include "ops/op_utils.h"
 
@@ -132,23 +133,27 @@ Tensor tensor_tensor(const char* name, BinaryOp op, const Tensor& a, const Tenso
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  KILN_AUTOGRAD(add, a, b, alpha);
   check_operands("add", a, b);
   return add_sub("add", a, b, result_type({a, b}), alpha, false);
 }
 
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  KILN_AUTOGRAD(add_scalar, a, b, alpha);
   check_defined(a, "add", "input");
   const DType result = result_type({a, b});
   return add_sub("add", a, arith_scalar(b, result), result, alpha, false);
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  KILN_AUTOGRAD(sub, a, b, alpha);
   check_operands("sub", a, b);
   check_sub_dtypes("sub", a.dtype(), b.dtype());
   return add_sub("sub", a, b, result_type({a, b}), alpha, true);
 }
 
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  KILN_AUTOGRAD(sub_scalar, a, b, alpha);
   check_defined(a, "sub", "input");
   check_sub_dtypes("sub", a.dtype(), b.promotion_dtype());
   const DType result = result_type({a, b});
@@ -156,32 +161,40 @@ Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(mul, a, b);
   check_operands("mul", a, b);
   return apply_binary("mul", BinaryOp::Mul, a, b, result_type({a, b}));
 }
 
 Tensor mul(const Tensor& a, const Scalar& b) {
+  KILN_AUTOGRAD(mul_scalar, a, b);
   check_defined(a, "mul", "input");
   const DType result = result_type({a, b});
   return apply_binary("mul", BinaryOp::Mul, a, arith_scalar(b, result), result);
 }
 
 Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode) {
+  KILN_AUTOGRAD(div, a, b, rounding_mode);
   check_operands("div", a, b);
   const Rounding rounding = parse_rounding("div", rounding_mode);
   return divide("div", a, b, div_result(result_type({a, b}), rounding), rounding);
 }
 
 Tensor div(const Tensor& a, const Scalar& b, std::optional<std::string_view> rounding_mode) {
+  KILN_AUTOGRAD(div_scalar, a, b, rounding_mode);
   check_defined(a, "div", "input");
   const Rounding rounding = parse_rounding("div", rounding_mode);
   const DType result = div_result(result_type({a, b}), rounding);
   return divide("div", a, arith_scalar(b, result), result, rounding);
 }
 
-Tensor remainder(const Tensor& a, const Tensor& b) { return tensor_tensor("remainder", BinaryOp::Remainder, a, b); }
+Tensor remainder(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(remainder, a, b);
+  return tensor_tensor("remainder", BinaryOp::Remainder, a, b);
+}
 
 Tensor remainder(const Tensor& a, const Scalar& b) {
+  KILN_AUTOGRAD(remainder_scalar, a, b);
   check_defined(a, "remainder", "input");
   const DType result = result_type({a, b});
   KILN_CHECK_KIND(result != DType::Bool, Type, "remainder", "not supported for bool tensors");
@@ -189,15 +202,20 @@ Tensor remainder(const Tensor& a, const Scalar& b) {
 }
 
 Tensor remainder(const Scalar& a, const Tensor& b) {
+  KILN_AUTOGRAD(remainder_scalar_tensor, a, b);
   check_defined(b, "remainder", "other");
   const DType result = result_type({a, b});
   KILN_CHECK_KIND(result != DType::Bool, Type, "remainder", "not supported for bool tensors");
   return apply_binary("remainder", BinaryOp::Remainder, arith_scalar(a, result), b, result);
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) { return tensor_tensor("pow", BinaryOp::Pow, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(pow, a, b);
+  return tensor_tensor("pow", BinaryOp::Pow, a, b);
+}
 
 Tensor pow(const Tensor& a, const Scalar& exponent) {
+  KILN_AUTOGRAD(pow_scalar, a, exponent);
   check_defined(a, "pow", "input");
   KILN_CHECK(!(is_integral(a.dtype(), true) && exponent.tag() == Scalar::Tag::Int && exponent.to_int64() < 0), "pow",
              "Integers to negative integer powers are not allowed.");
@@ -224,6 +242,7 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
 }
 
 Tensor pow(const Scalar& base, const Tensor& exponent) {
+  KILN_AUTOGRAD(pow_scalar_base, base, exponent);
   check_defined(exponent, "pow", "exponent");
   const DType result = result_type({base, exponent});
   check_pow_dtype(result);
@@ -231,6 +250,7 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(maximum, a, b);
   check_operands("maximum", a, b);
   const DType result = result_type({a, b});
   ew::check_not_complex("maximum", result);
@@ -238,6 +258,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(minimum, a, b);
   check_operands("minimum", a, b);
   const DType result = result_type({a, b});
   ew::check_not_complex("minimum", result);
@@ -245,6 +266,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor atan2(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(atan2, a, b);
   check_operands("atan2", a, b);
   const DType result = float_result_dtype(result_type({a, b}));
   ew::check_not_complex("atan2", result);

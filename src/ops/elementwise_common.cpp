@@ -164,6 +164,7 @@ bool can_cast(DType from, DType to) {
 
 void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result) {
   check_writable(self, op);
+  check_inplace_source(other, op);
   if (!can_cast(result, self.dtype())) {
     fail(ErrorKind::Runtime, op, "result type {} can't be cast to the desired output type {}", torch_type_name(result),
          torch_type_name(self.dtype()));

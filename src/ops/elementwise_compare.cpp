@@ -6,6 +6,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/elementwise_common.h"
 #include "ops/op_utils.h"
 
@@ -180,17 +181,20 @@ Tensor bitwise_not(const Tensor& x) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(where, cond, a, b);
   check_operands("where", a, b);
   return select(cond, a, b, result_type({a, b}));
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
+  KILN_AUTOGRAD(where_scalar_other, cond, a, b);
   check_defined(a, "where", "input");
   const DType result = result_type({a, b});
   return select(cond, a, ew::scalar_operand(b, result), result);
 }
 
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
+  KILN_AUTOGRAD(where_scalar_self, cond, a, b);
   check_defined(b, "where", "other");
   const DType result = result_type({a, b});
   return select(cond, ew::scalar_operand(a, result), b, result);
@@ -202,6 +206,7 @@ Tensor where(const Tensor& cond, const Scalar& a, const Scalar& b) {
 }
 
 Tensor clamp(const Tensor& x, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  KILN_AUTOGRAD(clamp_scalar, x, min, max);
   check_defined(x, "clamp", "input");
   KILN_CHECK(min || max, "clamp", "torch.clamp: At least one of 'min' or 'max' must not be None");
   const DType result = min && max ? result_type({x, *min, *max}) : result_type({x, min ? *min : *max});
@@ -224,6 +229,7 @@ Tensor clamp(const Tensor& x, const std::optional<Scalar>& min, const std::optio
 }
 
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  KILN_AUTOGRAD(clamp, x, min, max);
   check_defined(x, "clamp", "input");
   KILN_CHECK(min || max, "clamp", "torch.clamp: At least one of 'min' or 'max' must not be None");
   if (min) check_defined(*min, "clamp", "min");

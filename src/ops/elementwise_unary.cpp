@@ -5,6 +5,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
+#include "ops/autograd_hooks.h"
 #include "ops/elementwise_common.h"
 #include "ops/op_utils.h"
 
@@ -48,6 +49,7 @@ Tensor activation(const char* name, UnaryOp op, const Tensor& x, const backend::
 }  // namespace
 
 Tensor abs(const Tensor& x) {
+  KILN_AUTOGRAD(abs, x);
   check_defined(x, "abs", "input");
   KILN_CHECK_KIND(x.dtype() != DType::Bool, Type, "abs", "not supported for bool tensors");
   if (!is_complex(x.dtype())) return apply_unary("abs", UnaryOp::Abs, x, x.dtype());
@@ -60,6 +62,7 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor neg(const Tensor& x) {
+  KILN_AUTOGRAD(neg, x);
   check_defined(x, "neg", "input");
   KILN_CHECK(x.dtype() != DType::Bool, "neg",
              "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
@@ -68,6 +71,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor sign(const Tensor& x) {
+  KILN_AUTOGRAD(sign, x);
   check_defined(x, "sign", "input");
   KILN_CHECK(!is_complex(x.dtype()), "sign",
              "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.");
@@ -75,33 +79,78 @@ Tensor sign(const Tensor& x) {
 }
 
 Tensor square(const Tensor& x) {
+  KILN_AUTOGRAD(square, x);
   check_defined(x, "square", "input");
   return pow(x, Scalar(int64_t{2}));
 }
 
-Tensor exp(const Tensor& x) { return float_unary("exp", UnaryOp::Exp, x); }
-Tensor exp2(const Tensor& x) { return float_unary("exp2", UnaryOp::Exp2, x); }
-Tensor expm1(const Tensor& x) { return float_unary("expm1", UnaryOp::Expm1, x); }
-Tensor log(const Tensor& x) { return float_unary("log", UnaryOp::Log, x); }
-Tensor log2(const Tensor& x) { return float_unary("log2", UnaryOp::Log2, x); }
-Tensor log1p(const Tensor& x) { return float_unary("log1p", UnaryOp::Log1p, x); }
-Tensor sqrt(const Tensor& x) { return float_unary("sqrt", UnaryOp::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return float_unary("rsqrt", UnaryOp::Rsqrt, x); }
-Tensor reciprocal(const Tensor& x) { return float_unary("reciprocal", UnaryOp::Reciprocal, x); }
-Tensor sin(const Tensor& x) { return float_unary("sin", UnaryOp::Sin, x); }
-Tensor cos(const Tensor& x) { return float_unary("cos", UnaryOp::Cos, x); }
-Tensor tanh(const Tensor& x) { return float_unary("tanh", UnaryOp::Tanh, x); }
-Tensor sigmoid(const Tensor& x) { return float_unary("sigmoid", UnaryOp::Sigmoid, x); }
+Tensor exp(const Tensor& x) {
+  KILN_AUTOGRAD(exp, x);
+  return float_unary("exp", UnaryOp::Exp, x);
+}
+Tensor exp2(const Tensor& x) {
+  KILN_AUTOGRAD(exp2, x);
+  return float_unary("exp2", UnaryOp::Exp2, x);
+}
+Tensor expm1(const Tensor& x) {
+  KILN_AUTOGRAD(expm1, x);
+  return float_unary("expm1", UnaryOp::Expm1, x);
+}
+Tensor log(const Tensor& x) {
+  KILN_AUTOGRAD(log, x);
+  return float_unary("log", UnaryOp::Log, x);
+}
+Tensor log2(const Tensor& x) {
+  KILN_AUTOGRAD(log2, x);
+  return float_unary("log2", UnaryOp::Log2, x);
+}
+Tensor log1p(const Tensor& x) {
+  KILN_AUTOGRAD(log1p, x);
+  return float_unary("log1p", UnaryOp::Log1p, x);
+}
+Tensor sqrt(const Tensor& x) {
+  KILN_AUTOGRAD(sqrt, x);
+  return float_unary("sqrt", UnaryOp::Sqrt, x);
+}
+Tensor rsqrt(const Tensor& x) {
+  KILN_AUTOGRAD(rsqrt, x);
+  return float_unary("rsqrt", UnaryOp::Rsqrt, x);
+}
+Tensor reciprocal(const Tensor& x) {
+  KILN_AUTOGRAD(reciprocal, x);
+  return float_unary("reciprocal", UnaryOp::Reciprocal, x);
+}
+Tensor sin(const Tensor& x) {
+  KILN_AUTOGRAD(sin, x);
+  return float_unary("sin", UnaryOp::Sin, x);
+}
+Tensor cos(const Tensor& x) {
+  KILN_AUTOGRAD(cos, x);
+  return float_unary("cos", UnaryOp::Cos, x);
+}
+Tensor tanh(const Tensor& x) {
+  KILN_AUTOGRAD(tanh, x);
+  return float_unary("tanh", UnaryOp::Tanh, x);
+}
+Tensor sigmoid(const Tensor& x) {
+  KILN_AUTOGRAD(sigmoid, x);
+  return float_unary("sigmoid", UnaryOp::Sigmoid, x);
+}
 
-Tensor silu(const Tensor& x) { return activation("silu", UnaryOp::Silu, x); }
+Tensor silu(const Tensor& x) {
+  KILN_AUTOGRAD(silu, x);
+  return activation("silu", UnaryOp::Silu, x);
+}
 
 Tensor gelu(const Tensor& x, std::string_view approximate) {
+  KILN_AUTOGRAD(gelu, x, approximate);
   if (approximate == "none") return activation("gelu", UnaryOp::Gelu, x);
   if (approximate == "tanh") return activation("gelu", UnaryOp::GeluTanh, x);
   fail(ErrorKind::Value, "gelu", "approximate argument must be either none or tanh (got '{}')", approximate);
 }
 
 Tensor softplus(const Tensor& x, const Scalar& beta, const Scalar& threshold) {
+  KILN_AUTOGRAD(softplus, x, beta, threshold);
   KILN_CHECK_KIND(!beta.is_complex() && !threshold.is_complex(), Type, "softplus",
                   "beta and threshold must be real numbers (got {} and {})", beta.str(), threshold.str());
   backend::KernelArgs args;
@@ -110,10 +159,25 @@ Tensor softplus(const Tensor& x, const Scalar& beta, const Scalar& threshold) {
   return activation("softplus", UnaryOp::Softplus, x, args);
 }
 
-Tensor relu(const Tensor& x) { return same_dtype_no_bool("relu", UnaryOp::Relu, x); }
-Tensor floor(const Tensor& x) { return same_dtype_no_bool("floor", UnaryOp::Floor, x); }
-Tensor ceil(const Tensor& x) { return same_dtype_no_bool("ceil", UnaryOp::Ceil, x); }
-Tensor round(const Tensor& x) { return same_dtype_no_bool("round", UnaryOp::Round, x); }
-Tensor trunc(const Tensor& x) { return same_dtype_no_bool("trunc", UnaryOp::Trunc, x); }
+Tensor relu(const Tensor& x) {
+  KILN_AUTOGRAD(relu, x);
+  return same_dtype_no_bool("relu", UnaryOp::Relu, x);
+}
+Tensor floor(const Tensor& x) {
+  KILN_AUTOGRAD(floor, x);
+  return same_dtype_no_bool("floor", UnaryOp::Floor, x);
+}
+Tensor ceil(const Tensor& x) {
+  KILN_AUTOGRAD(ceil, x);
+  return same_dtype_no_bool("ceil", UnaryOp::Ceil, x);
+}
+Tensor round(const Tensor& x) {
+  KILN_AUTOGRAD(round, x);
+  return same_dtype_no_bool("round", UnaryOp::Round, x);
+}
+Tensor trunc(const Tensor& x) {
+  KILN_AUTOGRAD(trunc, x);
+  return same_dtype_no_bool("trunc", UnaryOp::Trunc, x);
+}
 
 }  // namespace kiln

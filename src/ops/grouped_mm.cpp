@@ -10,6 +10,7 @@
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -70,6 +71,7 @@ Tensor checked_offs(const char* op, const Tensor& offs) {
 
 Tensor grouped_mm(const Tensor& mat_a, const Tensor& mat_b, const std::optional<Tensor>& offs,
                   const std::optional<Tensor>& bias, std::optional<DType> out_dtype) {
+  KILN_AUTOGRAD(grouped_mm, mat_a, mat_b, offs, bias, out_dtype);
   check_defined(mat_a, kOp, "mat_a");
   check_defined(mat_b, kOp, "mat_b");
   common_device(kOp, {&mat_a, &mat_b, offs ? &*offs : nullptr, bias ? &*bias : nullptr});

@@ -13,6 +13,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/fill_value.h"
 #include "ops/op_utils.h"
 
@@ -113,6 +114,7 @@ void check_fill_value(const Scalar& value, DType dt, const char* op) {
 }
 
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
+  KILN_AUTOGRAD(index_select, input, dim, index);
   check_defined(input, "index_select", "input");
   check_defined(index, "index_select", "index");
   common_device("index_select", {&input, &index});
@@ -137,6 +139,7 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  KILN_AUTOGRAD(embedding, weight, indices, padding_idx);
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
   common_device("embedding", {&weight, &indices});
@@ -165,6 +168,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
 
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
   common_device("gather", {&input, &index});
+  KILN_AUTOGRAD(gather, input, dim, index);
   check_defined(input, "gather", "input");
   check_defined(index, "gather", "index");
   check_index_dtype(index, "gather");
@@ -191,6 +195,7 @@ Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const 
   common_device("scatter_add_", {&self, &index, &src});
   check_defined(self, "scatter_add_", "self");
   check_writable(self, "scatter_add_");
+  check_inplace_source(src, "scatter_add_");
   check_addable_dtype(self, "scatter_add_");
   check_defined(index, "scatter_add_", "index");
   check_defined(src, "scatter_add_", "src");
@@ -225,6 +230,7 @@ Tensor scatter_add_(const Tensor& self, int64_t dim, const Tensor& index, const 
 }
 
 Tensor scatter_add(const Tensor& input, int64_t dim, const Tensor& index, const Tensor& src) {
+  KILN_AUTOGRAD(scatter_add, input, dim, index, src);
   check_defined(input, "scatter_add", "input");
   return scatter_add_(input.clone(), dim, index, src);
 }
@@ -233,6 +239,7 @@ Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Te
   common_device("index_add_", {&self, &index, &source});
   check_defined(self, "index_add_", "self");
   check_writable(self, "index_add_");
+  check_inplace_source(source, "index_add_");
   check_addable_dtype(self, "index_add_");
   check_defined(index, "index_add_", "index");
   check_defined(source, "index_add_", "source");
@@ -280,6 +287,7 @@ Tensor index_add_(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 
 Tensor index_add(const Tensor& input, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  KILN_AUTOGRAD(index_add, input, dim, index, source, alpha);
   check_defined(input, "index_add", "input");
   return index_add_(input.clone(), dim, index, source, alpha);
 }
@@ -304,10 +312,12 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value)
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Tensor& value) {
   common_device("masked_fill_", {&self, &mask, &value});
+  check_inplace_source(value, "masked_fill_");
   return masked_fill_(self, mask, value_from_tensor(value, "masked_fill_"));
 }
 
 Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value) {
+  KILN_AUTOGRAD(masked_fill_scalar, input, mask, value);
   check_defined(input, "masked_fill", "input");
   common_device("masked_fill", {&input, &mask});
   check_bool_mask(mask, "masked_fill");
@@ -324,11 +334,13 @@ Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value)
 }
 
 Tensor masked_fill(const Tensor& input, const Tensor& mask, const Tensor& value) {
+  KILN_AUTOGRAD(masked_fill, input, mask, value);
   return masked_fill(input, mask, value_from_tensor(value, "masked_fill"));
 }
 
 Tensor masked_select(const Tensor& input, const Tensor& mask) {
   common_device("masked_select", {&input, &mask});
+  KILN_AUTOGRAD(masked_select, input, mask);
   check_defined(input, "masked_select", "input");
   check_bool_mask(mask, "masked_select");
   const Shape shape = broadcast_shapes(input.sizes(), mask.sizes(), "masked_select");

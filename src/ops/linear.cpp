@@ -7,6 +7,7 @@
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
+#include "ops/autograd_hooks.h"
 #include "ops/linear_common.h"
 #include "ops/op_utils.h"
 
@@ -90,6 +91,7 @@ Tensor run_linear(const char* op, const LinearGeometry& g, const backend::Linear
 }  // namespace linear_detail
 
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  KILN_AUTOGRAD(linear, input, weight, bias);
   constexpr const char* op = "linear";
   check_defined(input, op, "input");
   check_defined(weight, op, "weight");

@@ -8,6 +8,7 @@
 #include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/linear.h"
+#include "ops/autograd_hooks.h"
 #include "ops/linear_common.h"
 #include "ops/op_utils.h"
 
@@ -42,6 +43,7 @@ backend::LinearWeight fp8_weight(const char* op, const Tensor& weight, const Ten
 }  // namespace
 
 Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale, const std::optional<Tensor>& bias) {
+  KILN_AUTOGRAD(linear_fp8, input, weight, scale, bias);
   constexpr const char* op = "linear_fp8";
   check_defined(input, op, "input");
   check_defined(weight, op, "weight");

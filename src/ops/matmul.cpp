@@ -16,6 +16,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -102,6 +103,7 @@ Tensor batched_product(Tensor a, Tensor b, const Shape& batch_shape) {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(mm, a, b);
   check_defined(a, "mm", "self");
   check_defined(b, "mm", "mat2");
   KILN_CHECK(a.dim() == 2, "mm", "self must be a matrix, got a {}-D tensor of shape {}", a.dim(), a.shape_str());
@@ -114,6 +116,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(bmm, a, b);
   check_defined(a, "bmm", "self");
   check_defined(b, "bmm", "mat2");
   KILN_CHECK(a.dim() == 3, "bmm", "batch1 must be a 3D tensor, got shape {}", a.shape_str());
@@ -127,6 +130,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mv(const Tensor& a, const Tensor& v) {
+  KILN_AUTOGRAD(mv, a, v);
   check_defined(a, "mv", "self");
   check_defined(v, "mv", "vec");
   KILN_CHECK(a.dim() == 2 && v.dim() == 1, "mv", "vector + matrix @ vector expected, got a {}-D matrix and a {}-D vector",
@@ -139,6 +143,7 @@ Tensor mv(const Tensor& a, const Tensor& v) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(dot, a, b);
   check_defined(a, "dot", "self");
   check_defined(b, "dot", "tensor");
   KILN_CHECK(a.dim() == 1 && b.dim() == 1, "dot", "1D tensors expected, but got {}D and {}D tensors", a.dim(),
@@ -154,6 +159,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  KILN_AUTOGRAD(matmul, a, b);
   check_defined(a, "matmul", "self");
   check_defined(b, "matmul", "other");
   const int64_t da = a.dim(), db = b.dim();

@@ -12,6 +12,7 @@
 #include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/scalar_types.h"  // kFp8ScaleBlock
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -247,6 +248,7 @@ MoeExperts MoeExperts::from_fused(const Tensor& gate_up, const Tensor& down, con
 
 Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, const MoeExperts& experts,
                    const std::optional<SharedExpert>& shared) {
+  KILN_AUTOGRAD(moe_experts, x, weights, ids, experts, shared);
   constexpr const char* op = "moe_experts";
   check_defined(x, op, "x");
   KILN_CHECK(x.dim() == 2, op, "x must be [tokens, hidden], got shape {}", x.shape_str());

@@ -13,6 +13,7 @@
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 
@@ -101,6 +102,7 @@ DType compute_for(DType a, DType b) {
 
 Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
+  KILN_AUTOGRAD(rms_norm, input, normalized_shape, weight, eps);
   constexpr const char* op = "rms_norm";
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
@@ -121,6 +123,7 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const std::o
 }
 
 Tensor rms_norm_llama(const Tensor& input, const Tensor& weight, double eps) {
+  KILN_AUTOGRAD(rms_norm_llama, input, weight, eps);
   constexpr const char* op = "rms_norm_llama";
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
@@ -134,6 +137,7 @@ Tensor rms_norm_llama(const Tensor& input, const Tensor& weight, double eps) {
 }
 
 Tensor rms_norm_one_plus(const Tensor& input, const Tensor& weight, double eps) {
+  KILN_AUTOGRAD(rms_norm_one_plus, input, weight, eps);
   constexpr const char* op = "rms_norm_one_plus";
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
@@ -147,6 +151,7 @@ Tensor rms_norm_one_plus(const Tensor& input, const Tensor& weight, double eps) 
 }
 
 Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& weight, double eps) {
+  KILN_AUTOGRAD(rms_norm_gated, input, gate, weight, eps);
   constexpr const char* op = "rms_norm_gated";
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
@@ -163,6 +168,7 @@ Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& wei
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
+  KILN_AUTOGRAD(layer_norm, input, normalized_shape, weight, bias, eps);
   constexpr const char* op = "layer_norm";
   check_defined(input, op, "input");
   check_float_input(input, op, "LayerNormKernelImpl");

@@ -9,6 +9,7 @@
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 #include "ops/reduce_utils.h"
 
@@ -96,16 +97,19 @@ Tensor arg_extreme(const Tensor& input, std::optional<int64_t> dim, bool keepdim
 }  // namespace
 
 Tensor sum(const Tensor& input, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  KILN_AUTOGRAD(sum, input, dims, keepdim, dtype);
   check_defined(input, "sum", "input");
   return sum_like(input, dims, keepdim, dtype, ReduceKind::Sum, false, "sum");
 }
 
 Tensor prod(const Tensor& input, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  KILN_AUTOGRAD(prod, input, dims, keepdim, dtype);
   check_defined(input, "prod", "input");
   return sum_like(input, dims, keepdim, dtype, ReduceKind::Prod, false, "prod");
 }
 
 Tensor mean(const Tensor& input, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  KILN_AUTOGRAD(mean, input, dims, keepdim, dtype);
   check_defined(input, "mean", "input");
   if (dtype) {
     KILN_CHECK_KIND(is_floating(*dtype) || is_complex(*dtype), Type, "mean()",
@@ -122,19 +126,29 @@ Tensor mean(const Tensor& input, const DimList& dims, bool keepdim, std::optiona
 }
 
 Tensor amax(const Tensor& input, const DimList& dims, bool keepdim) {
+  KILN_AUTOGRAD(amax, input, dims, keepdim);
   return amax_like(input, dims, keepdim, ReduceKind::Max, "amax()");
 }
 Tensor amin(const Tensor& input, const DimList& dims, bool keepdim) {
+  KILN_AUTOGRAD(amin, input, dims, keepdim);
   return amax_like(input, dims, keepdim, ReduceKind::Min, "amin()");
 }
 
-Tensor max(const Tensor& input) { return full_extreme(input, ReduceKind::Max, "max()"); }
-Tensor min(const Tensor& input) { return full_extreme(input, ReduceKind::Min, "min()"); }
+Tensor max(const Tensor& input) {
+  KILN_AUTOGRAD(max_all, input);
+  return full_extreme(input, ReduceKind::Max, "max()");
+}
+Tensor min(const Tensor& input) {
+  KILN_AUTOGRAD(min_all, input);
+  return full_extreme(input, ReduceKind::Min, "min()");
+}
 
 ValuesIndices max(const Tensor& input, int64_t dim, bool keepdim) {
+  KILN_AUTOGRAD(max_dim, input, dim, keepdim);
   return dim_extreme(input, dim, keepdim, ReduceKind::ArgMax, "max()");
 }
 ValuesIndices min(const Tensor& input, int64_t dim, bool keepdim) {
+  KILN_AUTOGRAD(min_dim, input, dim, keepdim);
   return dim_extreme(input, dim, keepdim, ReduceKind::ArgMin, "min()");
 }
 
@@ -146,6 +160,7 @@ Tensor argmin(const Tensor& input, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor cumsum(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
+  KILN_AUTOGRAD(cumsum, input, dim, dtype);
   check_defined(input, "cumsum", "input");
   const int64_t d = wrap_dim(dim, input.dim(), "cumsum");
   const DType out_dtype = dtype ? *dtype : (is_integral(input.dtype(), true) ? DType::Int64 : input.dtype());

@@ -8,6 +8,7 @@
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 #include "ops/reduce_utils.h"
 
@@ -44,14 +45,17 @@ void check_norm_identity(const Tensor& input, const DimList& dims, const ReduceD
 }  // namespace
 
 Tensor var(const Tensor& input, const DimList& dims, double correction, bool keepdim) {
+  KILN_AUTOGRAD(var, input, dims, correction, keepdim);
   return var_std(input, dims, correction, keepdim, false, "var");
 }
 
 Tensor std(const Tensor& input, const DimList& dims, double correction, bool keepdim) {
+  KILN_AUTOGRAD(std, input, dims, correction, keepdim);
   return var_std(input, dims, correction, keepdim, true, "std");
 }
 
 Tensor norm(const Tensor& input, double p, const DimList& dims, bool keepdim) {
+  KILN_AUTOGRAD(norm, input, p, dims, keepdim);
   const char* op = "linalg.vector_norm";
   check_defined(input, op, "input");
   KILN_CHECK_KIND(is_floating(input.dtype()) || is_complex(input.dtype()), Type, op,

@@ -12,6 +12,7 @@
 #include "kiln/int_math.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
+#include "ops/autograd_hooks.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 
@@ -100,6 +101,7 @@ Tensor apply_rotary_emb(const Tensor& x, const Tensor& positions, double rope_th
 }
 
 Tensor apply_rotary_emb_cos_sin(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
+  KILN_AUTOGRAD(apply_rotary_emb_cos_sin, x, cos, sin, interleaved);
   constexpr const char* op = "apply_rotary_emb_cos_sin";
   common_device(op, {&x, &cos, &sin});
   check_x(x, op);

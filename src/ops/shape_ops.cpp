@@ -13,6 +13,7 @@
 #include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -52,6 +53,7 @@ DType promoted_dtype(const std::vector<Tensor>& tensors) {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  KILN_AUTOGRAD(cat, tensors, dim);
   KILN_CHECK_KIND(!tensors.empty(), Value, "cat", "expected a non-empty list of Tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     KILN_CHECK(tensors[i].defined(), "cat", "tensor at position {} is undefined", i);
@@ -107,6 +109,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  KILN_AUTOGRAD(stack, tensors, dim);
   KILN_CHECK_KIND(!tensors.empty(), Value, "stack", "stack expects a non-empty TensorList");
   for (size_t i = 0; i < tensors.size(); ++i) {
     KILN_CHECK(tensors[i].defined(), "stack", "tensor at position {} is undefined", i);
@@ -233,6 +236,7 @@ std::vector<Tensor> unbind(const Tensor& t, int64_t dim) {
 }
 
 Tensor flip(const Tensor& t, const std::vector<int64_t>& dims) {
+  KILN_AUTOGRAD(flip, t, dims);
   check_defined(t, "flip", "self");
   Shape strides = t.strides();
   int64_t offset = t.storage_offset();

@@ -8,6 +8,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/nn.h"
 #include "kiln/tensor.h"
+#include "ops/autograd_hooks.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
 
@@ -56,10 +57,12 @@ Tensor softmax_impl(const char* op, const Tensor& input, int64_t dim, std::optio
 }  // namespace
 
 Tensor softmax(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
+  KILN_AUTOGRAD(softmax, input, dim, dtype);
   return softmax_impl("softmax", input, dim, dtype, false);
 }
 
 Tensor log_softmax(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
+  KILN_AUTOGRAD(log_softmax, input, dim, dtype);
   return softmax_impl("log_softmax", input, dim, dtype, true);
 }
 

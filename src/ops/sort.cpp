@@ -5,6 +5,7 @@
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
+#include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -30,6 +31,7 @@ ValuesIndices scalar_line(const Tensor& input) { return {input.clone(), zeros({}
 
 // kiln's sort is always stable, so `stable` changes nothing.
 ValuesIndices sort(const Tensor& input, int64_t dim, bool descending, bool stable) {
+  KILN_AUTOGRAD(sort, input, dim, descending, stable);
   check_sortable(input, "sort");
   const int64_t d = wrap_dim(dim, input.dim(), "sort");
   if (input.dim() == 0) return scalar_line(input);
@@ -44,6 +46,7 @@ Tensor argsort(const Tensor& input, int64_t dim, bool descending, bool stable) {
 }
 
 ValuesIndices topk(const Tensor& input, int64_t k, int64_t dim, bool largest, bool sorted) {
+  KILN_AUTOGRAD(topk, input, k, dim, largest, sorted);
   check_sortable(input, "topk");
   const int64_t d = wrap_dim(dim, input.dim(), "topk");
   const int64_t size = input.dim() == 0 ? 1 : input.sizes()[d];

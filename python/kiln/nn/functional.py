@@ -10,6 +10,7 @@ _FUNCTIONAL_NAMES = (
     "silu", "gelu", "softplus", "sigmoid", "tanh", "relu", "embedding", "softmax",
     "log_softmax", "linear", "rms_norm", "layer_norm", "pad", "dropout",
     "scaled_dot_product_attention", "scaled_mm", "grouped_mm", "ScalingType",
+    "cross_entropy", "mse_loss", "group_norm", "dropout2d", "interpolate", "conv1d", "conv2d",
 )
 
 for _name in _FUNCTIONAL_NAMES:
