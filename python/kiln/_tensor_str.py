@@ -203,6 +203,16 @@ def tensor_repr(tensor):
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
+    # PyTorch names the graph after the dtype: grad_fn=<...> for a result of recorded ops,
+    # requires_grad=True for a leaf; the values come from a detached view.
+    grad_fn = getattr(tensor, "grad_fn", None)
+    grad_suffix = None
+    if grad_fn is not None:
+        grad_suffix = "grad_fn=<" + grad_fn.name() + ">"
+    elif getattr(tensor, "requires_grad", False):
+        grad_suffix = "requires_grad=True"
+    if grad_suffix is not None:
+        tensor = tensor.detach()
     if tensor.numel() == 0:
         # numpy's convention: the shape is shown unless it is (0,); no element implies the
         # dtype, so it is shown unless it is the default float32.
@@ -215,6 +225,8 @@ def tensor_repr(tensor):
         if tensor.dtype not in _DEFAULT_DTYPES:
             suffixes.append("dtype=" + str(tensor.dtype))
         body = _tensor_str(tensor, indent)
+    if grad_suffix is not None:
+        suffixes.append(grad_suffix)
     return _add_suffixes(prefix + body, suffixes, indent)
 
 

@@ -87,3 +87,12 @@ def test_against_torch_when_installed():
     for arr in [rng.standard_normal((7, 9)).astype(np.float32), rng.integers(-9, 9, (3, 400)),
                 (rng.standard_normal(1500) * 1e6).astype(np.float64), rng.standard_normal((2, 3, 2)) > 0]:
         assert repr(kiln.tensor(arr)) == repr(torch.from_numpy(arr)).replace("torch.", "kiln.")
+
+
+def test_repr_shows_requires_grad_and_grad_fn_as_pytorch():
+    leaf = kiln.tensor([1.0, 2.0], requires_grad=True)
+    assert repr(leaf) == "tensor([1., 2.], requires_grad=True)"
+    out = leaf * 2
+    assert repr(out).startswith("tensor([2., 4.], grad_fn=<")
+    assert repr(out).endswith("Backward0>)")
+    assert repr(leaf.detach()) == "tensor([1., 2.])"
