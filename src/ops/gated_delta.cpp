@@ -2,6 +2,7 @@
 // float32 once, then one call through the gated_delta kernel table.
 #include "kiln/ops/gated_delta.h"
 
+#include <climits>
 #include <cmath>
 
 #include "backend/gated_delta.h"
@@ -144,6 +145,13 @@ Tensor gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& 
                   "chunk_size must be in [1, {}], got {}", kMaxDeltaChunkSize, chunk_size);
   return run_gated_delta_rule(op, q, k, v, g, beta, state, use_qk_l2norm_in_kernel, scale,
                               [&](const backend::GatedDeltaKernels& kernels, const backend::GatedDeltaRuleProblem& p) {
+                                // The kernel's GEMMs step over rows of [T, heads, dim] with 32-bit
+                                // leading dimensions (the state's byte count already fits int64).
+                                KILN_CHECK_KIND(p.value_heads * p.value_dim <= INT_MAX &&
+                                                    p.value_heads * p.key_dim <= INT_MAX,
+                                                NotImplemented, op,
+                                                "heads x head dim must fit in 32 bits, got {} x {} and {} x {}",
+                                                p.value_heads, p.value_dim, p.value_heads, p.key_dim);
                                 require_kernel(kernels.rule_chunked, q.device(), op)(current_context(), p, chunk_size);
                               });
 }

@@ -10,14 +10,15 @@
 // call of the linalg family's triangular_solve. Then per chunk
 //   o_i = e^{G_i} S0^T q_i + sum_{j<=i} e^{G_i - G_j} (q_i . k_j) delta_j
 //   S_n = e^{G_n} S0 + sum_j e^{G_n - G_j} k_j delta_j^T.
-// The work is the recurrent form's dk*dv per token three times over (W S0, S0^T q, the
-// state update) plus n^2 (dk + dv) / 2 per chunk, as matrix-shaped loops instead of one
-// read-modify-write of the state per token.
+// The products are OpenBLAS GEMMs on the chunk's rows in place (keys, queries and
+// outputs are strided views of the [T, heads, dim] buffers); the pool splits the work
+// over heads (and chunks while building the systems), OpenBLAS runs single-threaded.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/gated_delta/gated_delta_kernels.h"
+#include "backend/cpu/matmul/blas.h"
 #include "backend/linalg.h"
 #include "kiln/int_math.h"
 #include "kiln/thread_pool.h"
@@ -56,17 +57,12 @@ void normalise_qk(const GatedDeltaRuleProblem& p, std::vector<float>& qn, std::v
   });
 }
 
-float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.0f;
-  for (int64_t r = 0; r < n; ++r) s += a[r] * b[r];
-  return s;
-}
-
 struct Workspace {
   int64_t C, width;           // chunk size; right-hand-side width dv + dk
   std::vector<float> G;       // [head, chunk, C] cumulative log decay
   std::vector<float> system;  // [head, chunk, C, C] strictly lower A (diagonal unread)
-  std::vector<float> rhs;     // [head, chunk, C, width] [V_beta | K_beta e^G], solved in place
+  std::vector<float> scores;  // [head, chunk, C, C] e^{G_i - G_j} (q_i . k_j), j <= i
+  std::vector<float> rhs;     // [head, chunk, C, width] [V_beta | -K_beta e^G], solved in place
 };
 
 }  // namespace
@@ -74,23 +70,29 @@ struct Workspace {
 void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p, int64_t chunk_size) {
   constexpr const char* op = "gated_delta_rule_chunked";
   ThreadPool& pool = ctx.pool();
+  ensure_blas_single_threaded();
   const int64_t T = p.tokens, Hk = p.key_heads, Hv = p.value_heads, dk = p.key_dim, dv = p.value_dim;
   const int64_t group = Hv / Hk, C = chunk_size;
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+  const auto i32 = [](int64_t n) { return static_cast<int>(n); };  // the front end checked the extents fit
 
   std::vector<float> qn(sz(checked_mul(checked_mul(T, Hk, op), dk, op))), kn(qn.size());
   normalise_qk(p, qn, kn, pool);
+  // Token t's row of key head h / group; rows of one head are Hk * dk apart.
   const auto key_row = [&](const std::vector<float>& x, int64_t t, int64_t h) {
     return x.data() + (t * Hk + h / group) * dk;
   };
+  const int key_ld = i32(Hk * dk), out_ld = i32(Hv * dv);
 
   const int64_t chunks = ceil_div(T, C);
   const int64_t block_chunks = std::min(chunks, kChunksPerSolve);
-  Workspace ws{C, checked_add(dv, dk, op), {}, {}, {}};
+  Workspace ws{C, checked_add(dv, dk, op), {}, {}, {}, {}};
   const int64_t items = checked_mul(Hv, block_chunks, op);
   ws.G.resize(sz(checked_mul(items, C, op)));
   ws.system.resize(sz(checked_mul(checked_mul(items, C, op), C, op)));
+  ws.scores.resize(ws.system.size());
   ws.rhs.resize(sz(checked_mul(checked_mul(items, C, op), ws.width, op)));
+  const int width = i32(ws.width);
   const backend::LinalgKernels& linalg = backend::linalg_kernels.on(Device{DeviceType::CPU}, op);
 
   for (int64_t first = 0; first < chunks; first += block_chunks) {
@@ -102,6 +104,7 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
         const int64_t h = item / nc, t0 = (first + item % nc) * C, n = std::min(C, T - t0);
         float* G = ws.G.data() + item * C;
         float* A = ws.system.data() + item * C * C;
+        float* P = ws.scores.data() + item * C * C;
         float* X = ws.rhs.data() + item * C * ws.width;
         std::fill(A, A + C * C, 0.0f);
         std::fill(X, X + C * ws.width, 0.0f);
@@ -110,21 +113,31 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
           acc += p.g[(t0 + i) * Hv + h];
           G[i] = acc;
         }
+        const float* K = key_row(kn, t0, h);
+        const float* Q = key_row(qn, t0, h);
+        blas::gemm(false, true, i32(n), i32(n), i32(dk), K, key_ld, K, key_ld, 0.0f, A, i32(C));
+        blas::gemm(false, true, i32(n), i32(n), i32(dk), Q, key_ld, K, key_ld, 0.0f, P, i32(C));
         for (int64_t i = 0; i < n; ++i) {
           const float beta = p.beta[(t0 + i) * Hv + h];
-          const float* ki = key_row(kn, t0 + i, h);
+          float* a = A + i * C;
+          float* s = P + i * C;
           for (int64_t j = 0; j < i; ++j) {
-            A[i * C + j] = beta * std::exp(G[i] - G[j]) * dot(ki, key_row(kn, t0 + j, h), dk);
+            const float decay = std::exp(G[i] - G[j]);
+            a[j] *= beta * decay;
+            s[j] *= decay;
           }
+          std::fill(a + i, a + n, 0.0f);
+          std::fill(s + i + 1, s + n, 0.0f);
           const float* v = p.v + ((t0 + i) * Hv + h) * dv;
+          const float* k = K + i * key_ld;
           float* x = X + i * ws.width;
-          const float kscale = beta * std::exp(G[i]);
+          const float kscale = -beta * std::exp(G[i]);  // negated: the solve gives -W
           for (int64_t c = 0; c < dv; ++c) x[c] = beta * v[c];
-          for (int64_t r = 0; r < dk; ++r) x[dv + r] = kscale * ki[r];
+          for (int64_t r = 0; r < dk; ++r) x[dv + r] = kscale * k[r];
         }
       }
     });
-    // Every system of the block in one batched unit-lower solve: [U | W] = (I + A)^-1 X.
+    // Every system of the block in one batched unit-lower solve: [U | -W] = (I + A)^-1 X.
     backend::TriangularSolveProblem solve{};
     solve.dtype = DType::Float32;
     solve.batch = Hv * nc;
@@ -143,57 +156,39 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
     solve.unitriangular = true;
     linalg.triangular_solve(ctx, solve);
 
-    // Walk the chunks in order per head, carrying the state.
+    // Walk the chunks in order per head, carrying the state S [dk, dv].
     pool.parallel_for(Hv, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> sq(sz(dv));
       for (int64_t h = begin; h < end; ++h) {
         float* S = p.state + h * dk * dv;
         for (int64_t c = 0; c < nc; ++c) {
           const int64_t item = h * nc + c, t0 = (first + c) * C, n = std::min(C, T - t0);
           const float* G = ws.G.data() + item * C;
-          float* X = ws.rhs.data() + item * C * ws.width;
+          const float* P = ws.scores.data() + item * C * C;
+          float* delta = ws.rhs.data() + item * C * ws.width;  // U, then Delta in place
+          const float* minus_w = delta + dv;
+          float* out = p.out + (t0 * Hv + h) * dv;
+          // Delta = U - W S0;  O = diag(e^G) Q S0 + P Delta.
+          blas::gemm(false, false, i32(n), i32(dv), i32(dk), minus_w, width, S, i32(dv), 1.0f, delta, width);
+          blas::gemm(false, false, i32(n), i32(dv), i32(dk), key_row(qn, t0, h), key_ld, S, i32(dv), 0.0f, out,
+                     out_ld);
           for (int64_t i = 0; i < n; ++i) {
-            // delta_i = U_i - S0^T W_i (in place of U_i) and S0^T q_i in one pass over S0.
-            float* delta = X + i * ws.width;
-            const float* w = delta + dv;
-            const float* q = key_row(qn, t0 + i, h);
-            std::fill(sq.begin(), sq.end(), 0.0f);
-            for (int64_t r = 0; r < dk; ++r) {
-              const float* row = S + r * dv;
-              const float wr = w[r], qr = q[r];
-              for (int64_t col = 0; col < dv; ++col) {
-                delta[col] -= wr * row[col];
-                sq[sz(col)] += qr * row[col];
-              }
-            }
-            float* out = p.out + ((t0 + i) * Hv + h) * dv;
             const float inter = std::exp(G[i]);
-            for (int64_t col = 0; col < dv; ++col) out[col] = inter * sq[sz(col)];
+            float* o = out + i * out_ld;
+            for (int64_t col = 0; col < dv; ++col) o[col] *= inter;
           }
-          // The intra-chunk part reads deltas of earlier rows only, all final now.
-          for (int64_t i = 0; i < n; ++i) {
-            const float* q = key_row(qn, t0 + i, h);
-            float* out = p.out + ((t0 + i) * Hv + h) * dv;
-            for (int64_t j = 0; j <= i; ++j) {
-              const float a = std::exp(G[i] - G[j]) * dot(q, key_row(kn, t0 + j, h), dk);
-              const float* delta = X + j * ws.width;
-              for (int64_t col = 0; col < dv; ++col) out[col] += a * delta[col];
-            }
-          }
-          // S_n = e^{G_n} S0 + sum_j e^{G_n - G_j} k_j delta_j^T.
+          blas::gemm(false, false, i32(n), i32(dv), i32(n), P, i32(C), delta, width, 1.0f, out, out_ld);
+          // S_n = e^{G_n} S0 + K^T diag(e^{G_n - G_j}) Delta (Delta's rows scaled in place,
+          // no longer needed as they were).
           const float last = G[n - 1];
           const float decay = std::exp(last);
           for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;
           for (int64_t j = 0; j < n; ++j) {
-            const float* k = key_row(kn, t0 + j, h);
-            const float* delta = X + j * ws.width;
             const float wj = std::exp(last - G[j]);
-            for (int64_t r = 0; r < dk; ++r) {
-              float* row = S + r * dv;
-              const float kr = wj * k[r];
-              for (int64_t col = 0; col < dv; ++col) row[col] += kr * delta[col];
-            }
+            float* d = delta + j * ws.width;
+            for (int64_t col = 0; col < dv; ++col) d[col] *= wj;
           }
+          blas::gemm(true, false, i32(dk), i32(dv), i32(n), key_row(kn, t0, h), key_ld, delta, width, 1.0f, S,
+                     i32(dv));
         }
       }
     });
