@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "gated_delta_reference.h"
+#include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/gated_delta.h"
 #include "kiln/tensor.h"
+#include "kiln/thread_pool.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -142,6 +144,48 @@ TEST(GatedDeltaRuleChunked, DtypesStridesAndEmpty) {
                                                in.g.narrow(0, 0, 0), in.beta.narrow(0, 0, 0), state);
   EXPECT_EQ(none.sizes(), (Shape{0, Hv, dv}));
   EXPECT_EQ(values(state), values(in.state));
+}
+
+// Gates at their extremes: a decay of e^-30 per token underflows the in-chunk products
+// e^{G_i} to zero (a term the recurrent form also rounds away), and no decay at all with
+// beta = 1 makes each step a full overwrite along k. Neither may give inf or NaN.
+TEST(GatedDeltaRuleChunked, ExtremeGates) {
+  std::mt19937 rng(15);
+  const int64_t T = 100, Hk = 1, Hv = 2, dk = 8, dv = 8;
+  for (const auto& [decay, beta] : {std::pair<float, float>{-30.0f, 0.5f}, {0.0f, 1.0f}}) {
+    SCOPED_TRACE(::testing::Message() << "g " << decay << " beta " << beta);
+    RuleInputs in = rule_inputs(T, Hk, Hv, dk, dv, rng);
+    for (int64_t i = 0; i < in.g.numel(); ++i) {
+      in.g.data<float>()[i] = decay;
+      in.beta.data<float>()[i] = beta;
+    }
+    const RuleReference ref = rule_reference(values(in.q), values(in.k), values(in.v), values(in.g), values(in.beta),
+                                             values(in.state), T, Hk, Hv, dk, dv, true, 1.0 / std::sqrt(8.0));
+    Tensor state = in.state.clone();
+    const Tensor out = gated_delta_rule_chunked(in.q, in.k, in.v, in.g, in.beta, state);
+    const double bound = chunked_bound(ref, T, dk, dv, 64);
+    expect_near_all(values(out), ref.out, bound, "out");
+    expect_near_all(values(state), ref.state, 4 * bound, "state");
+  }
+}
+
+// Each (head, chunk) is computed whole by one thread and the batched solve splits only
+// over systems and column panels, so the result does not depend on the thread count.
+TEST(GatedDeltaRuleChunked, ThreadCountDoesNotChangeResult) {
+  std::mt19937 rng(16);
+  const int64_t T = 130, Hk = 2, Hv = 4, dk = 16, dv = 16;
+  const RuleInputs in = rule_inputs(T, Hk, Hv, dk, dv, rng);
+  const auto run = [&](int threads) {
+    ContextScope scope{ExecutionContext(std::make_shared<ThreadPool>(threads))};
+    Tensor state = in.state.clone();
+    Vec out = values(gated_delta_rule_chunked(in.q, in.k, in.v, in.g, in.beta, state));
+    const Vec s = values(state);
+    out.insert(out.end(), s.begin(), s.end());
+    return out;
+  };
+  const Vec one = run(1);
+  EXPECT_EQ(run(2), one);
+  EXPECT_EQ(run(3), one);
 }
 
 TEST(GatedDeltaRuleChunked, BadInputs) {
