@@ -42,14 +42,15 @@ class FloatBuffer {
   std::unique_ptr<float[]> data_;
 };
 
-// q and k of every token and key head, normalised and (q) scaled as the recurrent kernel
-// does it, so both forms start from the same float32 values.
-void normalise_qk(const GatedDeltaRuleProblem& p, float* qn, float* kn, ThreadPool& pool) {
-  const int64_t dk = p.key_dim;
-  pool.parallel_for(p.tokens * p.key_heads, 16, [&](int64_t begin, int64_t end) {
+// q and k of tokens [t0, t1) and every key head, normalised and (q) scaled as the
+// recurrent kernel does it, so both forms start from the same float32 values; row
+// (t - t0) * key_heads + head of qn and kn.
+void normalise_qk(const GatedDeltaRuleProblem& p, int64_t t0, int64_t t1, float* qn, float* kn, ThreadPool& pool) {
+  const int64_t dk = p.key_dim, first_row = t0 * p.key_heads;
+  pool.parallel_for((t1 - t0) * p.key_heads, 16, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      const float* q = p.q + row * dk;
-      const float* k = p.k + row * dk;
+      const float* q = p.q + (first_row + row) * dk;
+      const float* k = p.k + (first_row + row) * dk;
       float q_scale = p.scale, k_scale = 1.0f;
       if (p.l2norm_qk) {
         float qq = 0.0f, kk = 0.0f;
@@ -87,17 +88,17 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
   const auto i32 = [](int64_t n) { return static_cast<int>(n); };  // the front end checked the extents fit
 
-  const size_t qk_size = sz(checked_mul(checked_mul(T, Hk, op), dk, op));
+  const int64_t chunks = ceil_div(T, C);
+  const int64_t block_chunks = std::min(chunks, kChunksPerSolve);
+  // Normalised q and k of one block of chunks. Token t's row of key head h / group
+  // (t counted from the block's first token); rows of one head are Hk * dk apart.
+  const size_t qk_size = sz(checked_mul(checked_mul(checked_mul(block_chunks, C, op), Hk, op), dk, op));
   const FloatBuffer qn(qk_size), kn(qk_size);
-  normalise_qk(p, qn.data(), kn.data(), pool);
-  // Token t's row of key head h / group; rows of one head are Hk * dk apart.
   const auto key_row = [&](const FloatBuffer& x, int64_t t, int64_t h) {
     return x.data() + (t * Hk + h / group) * dk;
   };
   const int key_ld = i32(Hk * dk), out_ld = i32(Hv * dv);
 
-  const int64_t chunks = ceil_div(T, C);
-  const int64_t block_chunks = std::min(chunks, kChunksPerSolve);
   const int64_t items = checked_mul(Hv, block_chunks, op), width64 = checked_add(dv, dk, op);
   const size_t square = sz(checked_mul(checked_mul(items, C, op), C, op));
   Workspace ws{C, width64, FloatBuffer(sz(checked_mul(items, C, op))), FloatBuffer(square), FloatBuffer(square),
@@ -107,6 +108,8 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
 
   for (int64_t first = 0; first < chunks; first += block_chunks) {
     const int64_t nc = std::min(block_chunks, chunks - first);
+    const int64_t block_t0 = first * C;
+    normalise_qk(p, block_t0, std::min(T, (first + nc) * C), qn.data(), kn.data(), pool);
     // Build each (head, chunk) system.
     pool.parallel_for(Hv * nc, 1, [&](int64_t begin, int64_t end) {
       for (int64_t item = begin; item < end; ++item) {
@@ -124,8 +127,8 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
           acc += p.g[(t0 + i) * Hv + h];
           G[i] = acc;
         }
-        const float* K = key_row(kn, t0, h);
-        const float* Q = key_row(qn, t0, h);
+        const float* K = key_row(kn, t0 - block_t0, h);
+        const float* Q = key_row(qn, t0 - block_t0, h);
         blas::gemm(false, true, i32(n), i32(n), i32(dk), K, key_ld, K, key_ld, 0.0f, A, i32(C));
         blas::gemm(false, true, i32(n), i32(n), i32(dk), Q, key_ld, K, key_ld, 0.0f, P, i32(C));
         for (int64_t i = 0; i < n; ++i) {
@@ -177,11 +180,12 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
           const float* P = ws.scores.data() + item * C * C;
           float* delta = ws.rhs.data() + item * C * ws.width;  // U, then Delta in place
           const float* minus_w = delta + dv;
+          const float* Q = key_row(qn, t0 - block_t0, h);
+          const float* K = key_row(kn, t0 - block_t0, h);
           float* out = p.out + (t0 * Hv + h) * dv;
           // Delta = U - W S0;  O = diag(e^G) Q S0 + P Delta.
           blas::gemm(false, false, i32(n), i32(dv), i32(dk), minus_w, width, S, i32(dv), 1.0f, delta, width);
-          blas::gemm(false, false, i32(n), i32(dv), i32(dk), key_row(qn, t0, h), key_ld, S, i32(dv), 0.0f, out,
-                     out_ld);
+          blas::gemm(false, false, i32(n), i32(dv), i32(dk), Q, key_ld, S, i32(dv), 0.0f, out, out_ld);
           for (int64_t i = 0; i < n; ++i) {
             const float inter = std::exp(G[i]);
             float* o = out + i * out_ld;
@@ -198,8 +202,7 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
             float* d = delta + j * ws.width;
             for (int64_t col = 0; col < dv; ++col) d[col] *= wj;
           }
-          blas::gemm(true, false, i32(dk), i32(dv), i32(n), key_row(kn, t0, h), key_ld, delta, width, 1.0f, S,
-                     i32(dv));
+          blas::gemm(true, false, i32(dk), i32(dv), i32(n), K, key_ld, delta, width, 1.0f, S, i32(dv));
         }
       }
     });
