@@ -1,4 +1,5 @@
-// Gated DeltaNet ops: kiln.causal_conv1d, kiln.gated_delta_gates, kiln.gated_delta_rule.
+// Gated DeltaNet ops: kiln.causal_conv1d, kiln.gated_delta_gates, kiln.gated_delta_rule,
+// kiln.gated_delta_rule_chunked.
 // The state tensors are updated in place, as the C++ ops do.
 #include "binding_helpers.h"
 #include "kiln/ops/gated_delta.h"
@@ -18,6 +19,13 @@ void bind_gated_delta(py::module_& m) {
     return gated_delta_rule(q, k, v, g, beta, state, use_qk_l2norm_in_kernel, scale);
   }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("beta"), py::arg("state"),
         py::arg("use_qk_l2norm_in_kernel") = true, py::arg("scale") = py::none());
+  m.def("gated_delta_rule_chunked", [](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                       const Tensor& beta, Tensor state, bool use_qk_l2norm_in_kernel,
+                                       std::optional<double> scale, int64_t chunk_size) {
+    return gated_delta_rule_chunked(q, k, v, g, beta, state, use_qk_l2norm_in_kernel, scale, chunk_size);
+  }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("beta"), py::arg("state"),
+        py::arg("use_qk_l2norm_in_kernel") = true, py::arg("scale") = py::none(),
+        py::arg("chunk_size") = kMaxDeltaChunkSize);
 }
 
 }  // namespace kiln::python

@@ -68,6 +68,11 @@ struct GatedDeltaKernels {
   void (*causal_conv1d)(const ExecutionContext& ctx, const CausalConv1dProblem& p) = nullptr;
   void (*gates)(const ExecutionContext& ctx, const DeltaGatesProblem& p) = nullptr;
   void (*rule)(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p) = nullptr;
+  // The same rule in the chunked WY form (transformers' torch_chunk_gated_delta_rule):
+  // tokens in chunks of `chunk_size` (1..64), the last one shorter, with one unit-lower
+  // triangular solve per chunk and head, all of them one call of the linalg family's
+  // triangular_solve. Equal to `rule` up to float32 rounding; for prompts.
+  void (*rule_chunked)(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p, int64_t chunk_size) = nullptr;
 };
 
 inline KernelTable<GatedDeltaKernels> gated_delta_kernels{"gated_delta"};

@@ -2,6 +2,7 @@
 // float32 once, then one call through the gated_delta kernel table.
 #include "kiln/ops/gated_delta.h"
 
+#include <climits>
 #include <cmath>
 
 #include "backend/gated_delta.h"
@@ -84,9 +85,13 @@ DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_l
   return gates;
 }
 
-Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        Tensor& state, bool use_qk_l2norm_in_kernel, std::optional<double> scale) {
-  constexpr const char* op = "gated_delta_rule";
+namespace {
+
+// Validates the rule's inputs (named after `op`) and runs `kernel` on float32 copies.
+template <typename RunKernel>
+Tensor run_gated_delta_rule(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                            const Tensor& beta, Tensor& state, bool use_qk_l2norm_in_kernel,
+                            std::optional<double> scale, RunKernel kernel) {
   for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{q, "q"}, {k, "k"}, {v, "v"}, {g, "g"},
                                 {beta, "beta"}}) {
     check_float(t, op, name);
@@ -114,11 +119,41 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
   Tensor out = Tensor::empty({tokens, value_heads, value_dim}, DType::Float32);
   if (tokens == 0) return out;
   const Tensor qf = as_float32(q), kf = as_float32(k), vf = as_float32(v), gf = as_float32(g), bf = as_float32(beta);
-  backend::gated_delta_kernels.on(q.device(), op)
-      .rule(current_context(), {qf.data<float>(), kf.data<float>(), vf.data<float>(), gf.data<float>(),
-                                bf.data<float>(), state.data<float>(), out.data<float>(), tokens, key_heads,
-                                value_heads, key_dim, value_dim, use_qk_l2norm_in_kernel, static_cast<float>(s)});
+  kernel(backend::gated_delta_kernels.on(q.device(), op),
+         backend::GatedDeltaRuleProblem{qf.data<float>(), kf.data<float>(), vf.data<float>(), gf.data<float>(),
+                                        bf.data<float>(), state.data<float>(), out.data<float>(), tokens, key_heads,
+                                        value_heads, key_dim, value_dim, use_qk_l2norm_in_kernel,
+                                        static_cast<float>(s)});
   return out;
+}
+
+}  // namespace
+
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        Tensor& state, bool use_qk_l2norm_in_kernel, std::optional<double> scale) {
+  return run_gated_delta_rule("gated_delta_rule", q, k, v, g, beta, state, use_qk_l2norm_in_kernel, scale,
+                              [](const backend::GatedDeltaKernels& kernels, const backend::GatedDeltaRuleProblem& p) {
+                                kernels.rule(current_context(), p);
+                              });
+}
+
+Tensor gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                                Tensor& state, bool use_qk_l2norm_in_kernel, std::optional<double> scale,
+                                int64_t chunk_size) {
+  constexpr const char* op = "gated_delta_rule_chunked";
+  KILN_CHECK_KIND(chunk_size >= 1 && chunk_size <= kMaxDeltaChunkSize, Value, op,
+                  "chunk_size must be in [1, {}], got {}", kMaxDeltaChunkSize, chunk_size);
+  return run_gated_delta_rule(op, q, k, v, g, beta, state, use_qk_l2norm_in_kernel, scale,
+                              [&](const backend::GatedDeltaKernels& kernels, const backend::GatedDeltaRuleProblem& p) {
+                                // The kernel's GEMMs step over rows of [T, heads, dim] with 32-bit
+                                // leading dimensions (the state's byte count already fits int64).
+                                KILN_CHECK_KIND(p.value_heads * p.value_dim <= INT_MAX &&
+                                                    p.value_heads * p.key_dim <= INT_MAX,
+                                                NotImplemented, op,
+                                                "heads x head dim must fit in 32 bits, got {} x {} and {} x {}",
+                                                p.value_heads, p.value_dim, p.value_heads, p.key_dim);
+                                require_kernel(kernels.rule_chunked, q.device(), op)(current_context(), p, chunk_size);
+                              });
 }
 
 }  // namespace kiln

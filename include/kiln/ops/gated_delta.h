@@ -23,8 +23,16 @@
 //     q <- q * scale (default dk^-0.5)
 //     S <- exp(g_t) S;  delta = beta_t (v_t - S^T k_t);  S <- S + k_t delta^T;  o_t = S^T q_t
 //   state (float32, contiguous) is read and updated in place (zeros start a sequence).
-//   The result is float32. One token is the decode step; a prompt runs the same
-//   recurrence (the chunked WY form is not implemented yet, see docs/llm.md).
+//   The result is float32. This is the decode step (one token per call).
+//
+// gated_delta_rule_chunked(same arguments, chunk_size = 64) -> out [T, Hv, dv]
+//   The same rule in the chunked WY form (transformers' torch_chunk_gated_delta_rule),
+//   for prompts: per chunk of chunk_size tokens (the last may be shorter) one unit-lower
+//   triangular solve (through the linalg kernels' triangular solve, batched over heads
+//   and chunks) gives every token's correction at once, then the chunk's outputs and the
+//   carried state follow from matrix products. Equal to gated_delta_rule up to float32
+//   rounding (a different summation order), with the same state in and out, so a prompt
+//   run chunked continues with recurrent decode steps. chunk_size in [1, 64].
 #pragma once
 
 #include <cstdint>
@@ -46,5 +54,10 @@ DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_l
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                         Tensor& state, bool use_qk_l2norm_in_kernel = true,
                         std::optional<double> scale = std::nullopt);
+
+inline constexpr int64_t kMaxDeltaChunkSize = 64;
+Tensor gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                                Tensor& state, bool use_qk_l2norm_in_kernel = true,
+                                std::optional<double> scale = std::nullopt, int64_t chunk_size = kMaxDeltaChunkSize);
 
 }  // namespace kiln

@@ -4,6 +4,8 @@
 // the gates. Calls cycle through 30 states, one per DeltaNet layer of Qwen3.5-35B-A3B, so
 // each call meets its state cold as a decode step does (60 MiB in all, past the caches).
 // The projections around the step are plain linear rows and are benchmarked there.
+// A second row runs the chunked WY prefill (gated_delta_rule_chunked) over a 512-token
+// prompt at the same shapes, against the compute peak measured in the same run.
 #include <fmt/core.h>
 
 #include <cstdint>
@@ -20,11 +22,45 @@ namespace {
 constexpr double kRooflineTarget = 0.8;
 constexpr int64_t kKeyHeads = 16, kValueHeads = 32, kHeadDim = 128;
 constexpr int kStates = 30;
+constexpr double kPrefillPeakTarget = 0.5;
+constexpr int64_t kPrefillTokens = 512, kChunk = 64;
+
+// Floating-point operations of one chunked prefill (the kernel's matrix-shaped work; the
+// norms and gates are lower order): per chunk of C tokens and value head, the system
+// C^2/2 dot products of dk, the solve C^2/2 (dv + dk) multiply-adds, the intra-chunk
+// scores and their product C^2/2 (dk + dv), and per token three dk x dv products
+// (the state read for W and q, and the state update).
+double chunked_prefill_flops(int64_t tokens, int64_t heads, int64_t dk, int64_t dv) {
+  const double C = kChunk, per_token = C * (3.0 * dk + 2.0 * dv) + 6.0 * dk * dv;
+  return per_token * static_cast<double>(tokens) * static_cast<double>(heads);
+}
+
+void add_chunked_prefill_row(Table& table, bool quick) {
+  Generator gen(4);
+  const Tensor q = rand({kPrefillTokens, kKeyHeads, kHeadDim}, DType::Float32, &gen);
+  const Tensor k = rand({kPrefillTokens, kKeyHeads, kHeadDim}, DType::Float32, &gen);
+  const Tensor v = rand({kPrefillTokens, kValueHeads, kHeadDim}, DType::Float32, &gen);
+  const Tensor g = full({kPrefillTokens, kValueHeads}, Scalar(-0.1), DType::Float32);
+  const Tensor beta = full({kPrefillTokens, kValueHeads}, Scalar(0.5), DType::Float32);
+  Tensor state = zeros({kValueHeads, kHeadDim, kHeadDim});
+  Row row;
+  row.group = "gated_delta_rule_chunked prefill";
+  row.shape = fmt::format("{} tokens, Hk {} Hv {} dk {} dv {}, chunk {}", kPrefillTokens, kKeyHeads, kValueHeads,
+                          kHeadDim, kHeadDim, kChunk);
+  row.timing = measure([&](int) { gated_delta_rule_chunked(q, k, v, g, beta, state); }, quick ? 2 : 10,
+                       quick ? 0.05 : 0.4);
+  row.flops = chunked_prefill_flops(kPrefillTokens, kValueHeads, kHeadDim, kHeadDim);
+  row.target = fmt::format(">= {:.2f} of peak", kPrefillPeakTarget);
+  row.has_target = true;
+  row.target_met =
+      table.peak_gflops() > 0 && row.flops / row.timing.median_s / 1e9 >= kPrefillPeakTarget * table.peak_gflops();
+  table.add(row);
+}
 
 const Registrar kRegisterGatedDelta{Suite{
     "gated_delta",
     "Gated DeltaNet recurrent decode step (Qwen3.5-35B-A3B shapes, f32 state read and written once) vs the memory "
-    "roofline",
+    "roofline, and the chunked prefill of 512 tokens vs the compute peak",
     [](ThreadPool&, Table& table, bool quick) {
       Generator gen(3);
       const Tensor q = rand({1, kKeyHeads, kHeadDim}, DType::Float32, &gen);
@@ -46,6 +82,7 @@ const Registrar kRegisterGatedDelta{Suite{
       row.has_target = true;
       row.target_met = table.roofline_gbps() > 0 && table.roofline_fraction(row) >= kRooflineTarget;
       table.add(row);
+      add_chunked_prefill_row(table, quick);
     }}};
 
 }  // namespace

@@ -68,8 +68,12 @@ Tensor DeltaNetBlock::forward(const Tensor& h, KvCache& cache, int64_t layer) co
   const Tensor k = mixed.narrow(1, kd, kd).reshape({count, g.num_key_heads, g.key_head_dim});
   const Tensor v = mixed.narrow(1, 2 * kd, vd).reshape({count, hv, g.value_head_dim});
   const DeltaGates gates = gated_delta_gates(a, b, A_log, dt_bias);
-  const Tensor o = gated_delta_rule(q, k, v, gates.g, gates.beta, cache.delta_recurrent_state(layer),
-                                    /*use_qk_l2norm_in_kernel=*/true);
+  // A prompt takes the chunked WY form (matrix-shaped work per chunk of 64); a decode
+  // step the recurrent one (one read and write of the state). Both carry the same state.
+  Tensor& state = cache.delta_recurrent_state(layer);
+  constexpr bool l2norm_qk = true;
+  const Tensor o = count > 1 ? gated_delta_rule_chunked(q, k, v, gates.g, gates.beta, state, l2norm_qk)
+                             : gated_delta_rule(q, k, v, gates.g, gates.beta, state, l2norm_qk);
   const Tensor normed = rms_norm_gated(o, z.to(DType::Float32).reshape({count, hv, g.value_head_dim}), norm_weight,
                                        norm_eps);
   return out_proj(normed.reshape({count, vd}));

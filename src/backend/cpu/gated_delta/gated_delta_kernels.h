@@ -16,5 +16,6 @@ using backend::GatedDeltaRuleProblem;
 void causal_conv1d_cpu(const CausalConv1dProblem& p, ThreadPool& pool);
 void delta_gates_cpu(const DeltaGatesProblem& p, ThreadPool& pool);
 void gated_delta_rule_cpu(const GatedDeltaRuleProblem& p, ThreadPool& pool);
+void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p, int64_t chunk_size);
 
 }  // namespace kiln::cpu

@@ -11,6 +11,7 @@ const bool registered = [] {
   k.causal_conv1d = [](const ExecutionContext& ctx, const CausalConv1dProblem& p) { causal_conv1d_cpu(p, ctx.pool()); };
   k.gates = [](const ExecutionContext& ctx, const DeltaGatesProblem& p) { delta_gates_cpu(p, ctx.pool()); };
   k.rule = [](const ExecutionContext& ctx, const GatedDeltaRuleProblem& p) { gated_delta_rule_cpu(p, ctx.pool()); };
+  k.rule_chunked = gated_delta_rule_chunked_cpu;
   backend::gated_delta_kernels.install(DeviceType::CPU, k);
   return true;
 }();
