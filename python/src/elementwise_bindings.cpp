@@ -217,6 +217,15 @@ void bind_elementwise(py::module_& m) {
   cls.def("mul_", [](Tensor& t, const py::object& o) -> Tensor& {
     return is_tensor(o) ? mul_(t, o.cast<const Tensor&>()) : mul_(t, to_scalar(o, "mul_"));
   });
+  cls.def("sub_", [](Tensor& t, const py::object& o, const py::object& alpha) -> Tensor& {
+    Scalar a = alpha.is_none() ? Scalar(int64_t{1}) : to_scalar(alpha, "sub_");
+    return is_tensor(o) ? sub_(t, o.cast<const Tensor&>(), a) : sub_(t, to_scalar(o, "sub_"), a);
+  }, py::arg("other"), py::kw_only(), py::arg("alpha") = py::none());
+  cls.def("div_", [](Tensor& t, const py::object& o, std::optional<std::string> mode) -> Tensor& {
+    std::optional<std::string_view> rm;
+    if (mode) rm = *mode;
+    return is_tensor(o) ? div_(t, o.cast<const Tensor&>(), rm) : div_(t, to_scalar(o, "div_"), rm);
+  }, py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
 }
 
 }  // namespace kiln::python

@@ -8,6 +8,7 @@
 
 #include "bindings.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
 
@@ -57,6 +58,12 @@ DType kiln_dtype_of(const py::dtype& dt) {
                        "int32, int16, int8, uint64, uint32, uint16, uint8, and bool.");
 }
 
+[[noreturn]] void fail_span(const py::array& arr) {
+  throw py::value_error("from_numpy: an array of shape " + py::str(arr.attr("shape")).cast<std::string>() +
+                        " and byte strides " + py::str(arr.attr("strides")).cast<std::string>() +
+                        " spans more bytes than int64 can count");
+}
+
 // Zero-copy: the tensor borrows the array's memory and keeps the array alive. A
 // read-only array (np.memmap mode='r', a broadcast view, flags.writeable False) gives a
 // read-only tensor: reading and out-of-place ops share the memory, in-place ops raise.
@@ -72,12 +79,18 @@ Tensor from_numpy(const py::array& arr) {
     sizes.push_back(arr.shape(d));
     strides.push_back(st / isz);
     if (!empty_array) {
-      int64_t span = (arr.shape(d) - 1) * st;
-      (span < 0 ? lo : hi) += span;
+      // Checked: numpy's as_strided accepts shapes and strides whose span wraps int64.
+      int64_t span = 0;
+      int64_t& end = st < 0 ? lo : hi;
+      if (!checked_mul(static_cast<int64_t>(arr.shape(d) - 1), st, &span) || !checked_add(end, span, &end)) {
+        fail_span(arr);
+      }
     }
   }
+  int64_t extent = 0;
+  if (!empty_array && (__builtin_sub_overflow(hi, lo, &extent) || !checked_add(extent, isz, &extent))) fail_span(arr);
   char* base = static_cast<char*>(const_cast<void*>(arr.data())) + lo;
-  size_t nbytes = empty_array ? 0 : static_cast<size_t>(hi - lo + isz);
+  size_t nbytes = empty_array ? 0 : static_cast<size_t>(extent);
   auto* owner = new py::object(arr);
   std::shared_ptr<void> keep_alive(owner, [](py::object* o) {
     py::gil_scoped_acquire gil;  // the last reference may drop on any thread
