@@ -28,7 +28,7 @@ Tensor apply_binary(const char* name, BinaryOp op, const Tensor& a, const Tensor
                     const backend::KernelArgs& args = {}, const Tensor* out = nullptr) {
   const DType compute = compute_dtype(result);
   ew::require_kernel(name, a.device(), op, compute, result);
-  Tensor dst = out != nullptr ? *out : empty(broadcast_shapes(a.sizes(), b.sizes(), name), result);
+  Tensor dst = out != nullptr ? *out : Tensor::empty(broadcast_shapes(a.sizes(), b.sizes(), name), result, kCPU, name);
   ew::run_binary(name, dst, compute, a, b, compute, op, args);
   return dst;
 }
@@ -206,7 +206,7 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
   const std::complex<double> e = exponent.to_complex();
   if (e == std::complex<double>(0)) return ones(a.sizes(), result);
   if (e == std::complex<double>(1)) {
-    Tensor out = empty(a.sizes(), result);
+    Tensor out = Tensor::empty(a.sizes(), result, kCPU, "pow");
     out.copy_(a);
     return out;
   }
@@ -214,7 +214,7 @@ Tensor pow(const Tensor& a, const Scalar& exponent) {
   const DType compute = compute_dtype(result);
   if (const auto shortcut = pow_shortcut(exponent)) {
     if (backend::elementwise_kernels.on(a.device(), "pow").supports_unary(*shortcut, compute)) {
-      Tensor out = empty(a.sizes(), result);
+      Tensor out = Tensor::empty(a.sizes(), result, kCPU, "pow");
       ew::run_unary("pow", out, compute, a, compute, *shortcut);
       return out;
     }

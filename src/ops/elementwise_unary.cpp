@@ -20,7 +20,7 @@ namespace {
 Tensor apply_unary(const char* name, UnaryOp op, const Tensor& x, DType result, const backend::KernelArgs& args = {}) {
   const DType compute = compute_dtype(result);
   ew::require_kernel(name, x.device(), op, compute, x.dtype());
-  Tensor out = empty(x.sizes(), result);
+  Tensor out = Tensor::empty(x.sizes(), result, kCPU, name);
   ew::run_unary(name, out, compute, x, compute, op, args);
   return out;
 }
@@ -54,7 +54,7 @@ Tensor abs(const Tensor& x) {
   // |z| is real: the kernel reads complex and writes the real dtype.
   const DType real = to_real(x.dtype());
   ew::require_kernel("abs", x.device(), UnaryOp::Abs, x.dtype(), x.dtype());
-  Tensor out = empty(x.sizes(), real);
+  Tensor out = Tensor::empty(x.sizes(), real, kCPU, "abs");
   ew::run_unary("abs", out, real, x, x.dtype(), UnaryOp::Abs);
   return out;
 }

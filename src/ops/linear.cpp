@@ -57,7 +57,7 @@ std::optional<Tensor> checked_bias(const char* op, const std::optional<Tensor>& 
 Tensor run_linear(const char* op, const LinearGeometry& g, const backend::LinearWeight& w,
                   const std::optional<Tensor>& bias) {
   const DType dtype = g.x.dtype();
-  Tensor out = empty(g.out_shape, dtype);
+  Tensor out = Tensor::empty(g.out_shape, dtype, kCPU, op);
   if (g.M == 0 || g.N == 0) return out;
   if (g.K == 0) {
     // An empty sum: PyTorch gives the bias (broadcast), or zeros.

@@ -28,7 +28,7 @@ Tensor sum_like(const Tensor& input, const DimList& dims, bool keepdim, std::opt
   const Tensor src = dtype ? input.to(*dtype) : input;
   const DType out_dtype = dtype ? *dtype : (is_integral(src.dtype(), true) ? DType::Int64 : src.dtype());
   const ReduceDims rd = reduce_dims(src, dims, keepdim, op);
-  Tensor out = empty(rd.out_shape, out_dtype);
+  Tensor out = Tensor::empty(rd.out_shape, out_dtype, kCPU, op);
   const double divisor = divide_by_count ? static_cast<double>(rd.count) : 1.0;
   run_reduce(op, kind, src, rd.reduced, out, Tensor(), divisor);
   return out;
@@ -44,7 +44,7 @@ Tensor amax_like(const Tensor& input, const DimList& dims, bool keepdim, ReduceK
   check_not_complex(input, op);
   const ReduceDims rd = reduce_dims(input, dims, keepdim, op);
   check_reduced_dims_nonempty(input, rd, op);
-  Tensor out = empty(rd.out_shape, input.dtype());
+  Tensor out = Tensor::empty(rd.out_shape, input.dtype(), kCPU, op);
   run_reduce(op, kind, input, rd.reduced, out, Tensor());
   return out;
 }
@@ -55,7 +55,7 @@ Tensor full_extreme(const Tensor& input, ReduceKind kind, const char* op) {
   KILN_CHECK(input.numel() > 0, op,
              "Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the "
              "'dim' argument.");
-  Tensor out = empty({}, input.dtype());
+  Tensor out = Tensor::empty({}, input.dtype(), kCPU, op);
   run_reduce(op, kind, input, std::vector<bool>(static_cast<size_t>(input.dim()), true), out, Tensor());
   return out;
 }
@@ -65,7 +65,8 @@ ValuesIndices dim_extreme(const Tensor& input, int64_t dim, bool keepdim, Reduce
   check_not_complex(input, op);
   const ReduceDims rd = reduce_one_dim(input, dim, keepdim, op);
   check_reduced_dims_nonempty(input, rd, op);
-  ValuesIndices r{empty(rd.out_shape, input.dtype()), empty(rd.out_shape, DType::Int64)};
+  ValuesIndices r{Tensor::empty(rd.out_shape, input.dtype(), kCPU, op),
+                  Tensor::empty(rd.out_shape, DType::Int64, kCPU, op)};
   run_reduce(op, kind, input, rd.reduced, r.values, r.indices);
   return r;
 }
@@ -86,7 +87,7 @@ Tensor arg_extreme(const Tensor& input, std::optional<int64_t> dim, bool keepdim
                name);
     rd = reduce_dims(input, {}, keepdim, op.c_str());
   }
-  Tensor indices = empty(rd.out_shape, DType::Int64);
+  Tensor indices = Tensor::empty(rd.out_shape, DType::Int64, kCPU, op.c_str());
   run_reduce(op.c_str(), kind, input, rd.reduced, Tensor(), indices);
   return indices;
 }
@@ -149,8 +150,9 @@ Tensor cumsum(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
   const DType out_dtype = dtype ? *dtype : (is_integral(input.dtype(), true) ? DType::Int64 : input.dtype());
   // A 0-dim input scans as a line of one.
   const Tensor line = input.dim() == 0 ? input.reshape({1}) : input;
+  // The output first: an input too large to hold is refused as cumsum's output.
+  Tensor out = Tensor::empty(line.sizes(), out_dtype, kCPU, "cumsum");
   const Tensor src = (dtype ? line.to(*dtype) : line).contiguous();
-  Tensor out = empty(line.sizes(), out_dtype);
   const auto kernel = backend::reduce_kernels.on(src.device(), "cumsum").cumsum;
   kernel(current_context(), {src, d, out});
   return input.dim() == 0 ? out.reshape({}) : out;
