@@ -559,9 +559,12 @@ def _split(x, size, d=0):
 
 
 def _chunk(x, chunks, d=0):
+    # PyTorch's chunk of an empty dim gives `chunks` empty pieces (split_with_sizes of
+    # zeros), not the one piece split(0) would.
     n = x.shape[d]
-    size = -(-n // chunks) if n else 0
-    return _split(x, size, d) if size else [x]
+    if n == 0:
+        return [x] * chunks
+    return _split(x, -(-n // chunks), d)
 
 
 def _setitem(x, idx, v):
