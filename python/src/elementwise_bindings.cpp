@@ -154,9 +154,11 @@ void bind_elementwise(py::module_& m) {
   }, py::arg("condition"), py::arg("input"), py::arg("other"));
   def_op(m, "clamp", [](const Tensor& x, const py::object& lo, const py::object& hi) {
     if (is_tensor(lo) || is_tensor(hi)) {
-      auto opt = [](const py::object& o) -> std::optional<Tensor> {
+      // A number beside a tensor bound becomes a 0-dim tensor that promotes as the number.
+      auto opt = [&x](const py::object& o) -> std::optional<Tensor> {
         if (o.is_none()) return std::nullopt;
-        return o.cast<Tensor>();
+        if (is_tensor(o)) return o.cast<Tensor>();
+        return wrap_number(o, x, "clamp");
       };
       return clamp(x, opt(lo), opt(hi));
     }

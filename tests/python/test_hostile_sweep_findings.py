@@ -204,3 +204,14 @@ def test_sub_and_div_in_place():
     expanded = kiln.zeros(1, 3).expand(4, 3)
     with pytest.raises(RuntimeError, match=r"more than one element of the written-to tensor refers to a single memory"):
         expanded.sub_(expanded)
+
+
+# ---- clamp with one tensor bound and one number ----
+
+def test_clamp_with_a_tensor_and_a_number_bound():
+    x = kiln.tensor([-2.0, 0.5, 3.0])
+    assert kiln.clamp(x, kiln.tensor(0.0), 1.0).tolist() == [0.0, 0.5, 1.0]
+    assert kiln.clamp(x, -1.0, kiln.tensor([2.0, 0.0, 2.0])).tolist() == [-1.0, 0.0, 2.0]
+    assert kiln.clamp(x, kiln.tensor(0.0), None).tolist() == [0.0, 0.5, 3.0]
+    with pytest.raises(TypeError, match=r"expected a number"):
+        kiln.clamp(x, kiln.tensor(0.0), "1")
