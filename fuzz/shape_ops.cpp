@@ -8,8 +8,9 @@
 //   - every element it can address lies inside its storage;
 //   - a small one copies out (ASan checks the reads) to a tensor of the same shape;
 //   - one whose byte size cannot exist (over 2^63) refuses to be copied.
-// Ops that compute run only on tensors of at most kMaxComputeElements, so the work per
-// input stays bounded; a view of a trillion elements is legal and is only checked.
+// Ops that compute run only on tensors whose sizes multiply to at most
+// kMaxComputeElements (zeros counted as ones), so the work and the outputs per input stay
+// bounded; a view of a trillion elements is legal and is only checked.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -119,6 +120,16 @@ void check_sound(const Tensor& t, const char* op) {
 // Copies a small tensor out (reading every element it addresses); expects a tensor of
 // impossible byte size to refuse.
 void check_copies(const Tensor& t, const char* op) {
+  // The kernels' strided loops take at most 16 dims (backend::kMaxLoopDims) and refuse
+  // more with kiln::Error; a 17-dim view is legal, copying it is not.
+  constexpr int64_t kMaxCopyDims = 16;
+  if (t.dim() > kMaxCopyDims) {
+    try {
+      t.contiguous();
+    } catch (const kiln::Error&) {
+    }
+    return;
+  }
   const auto bytes = checked_bytes(t.sizes(), t.dtype());
   if (!bytes) {
     try {
@@ -133,9 +144,14 @@ void check_copies(const Tensor& t, const char* op) {
   if (copy.sizes() != t.sizes() || !copy.is_contiguous()) finding(std::string(op) + ": contiguous() changed the shape");
 }
 
+// Small enough to compute on: the product of the sizes, zeros counted as ones, bounds
+// every output (a sum over the 0 of [0, 2^40] is 2^40 elements) and every part count.
 bool computable(const Tensor& t) {
-  const auto n = checked_numel(t.sizes());
-  return n && *n <= kMaxComputeElements;
+  int64_t work = 1;
+  for (const int64_t s : t.sizes()) {
+    if (__builtin_mul_overflow(work, std::max<int64_t>(s, 1), &work) || work > kMaxComputeElements) return false;
+  }
+  return true;
 }
 
 // Runs one operation and returns its result, or nothing when it was refused (or skipped

@@ -32,9 +32,12 @@ class ExecutionContext {
   // hundreds of times per token allocates nothing after the first call. Each pool
   // worker has its own. Valid until the same thread asks for the same slot again.
   void* scratch(int slot, size_t bytes) const;
+  // Scratch for `count` elements of `element_size` bytes; a negative count or a byte
+  // count that overflows is an error, never a wrapped (small) buffer.
+  void* scratch_elements(int slot, int64_t count, size_t element_size) const;
   template <typename T>
   T* scratch_of(int slot, int64_t count) const {
-    return static_cast<T*>(scratch(slot, static_cast<size_t>(count) * sizeof(T)));
+    return static_cast<T*>(scratch_elements(slot, count, sizeof(T)));
   }
 
  private:

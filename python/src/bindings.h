@@ -3,6 +3,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include "int_caster.h"
+
 #include <optional>
 #include <string>
 #include <string_view>

@@ -154,9 +154,11 @@ void bind_elementwise(py::module_& m) {
   }, py::arg("condition"), py::arg("input"), py::arg("other"));
   def_op(m, "clamp", [](const Tensor& x, const py::object& lo, const py::object& hi) {
     if (is_tensor(lo) || is_tensor(hi)) {
-      auto opt = [](const py::object& o) -> std::optional<Tensor> {
+      // A number beside a tensor bound becomes a 0-dim tensor that promotes as the number.
+      auto opt = [&x](const py::object& o) -> std::optional<Tensor> {
         if (o.is_none()) return std::nullopt;
-        return o.cast<Tensor>();
+        if (is_tensor(o)) return o.cast<Tensor>();
+        return wrap_number(o, x, "clamp");
       };
       return clamp(x, opt(lo), opt(hi));
     }
@@ -217,6 +219,15 @@ void bind_elementwise(py::module_& m) {
   cls.def("mul_", [](Tensor& t, const py::object& o) -> Tensor& {
     return is_tensor(o) ? mul_(t, o.cast<const Tensor&>()) : mul_(t, to_scalar(o, "mul_"));
   });
+  cls.def("sub_", [](Tensor& t, const py::object& o, const py::object& alpha) -> Tensor& {
+    Scalar a = alpha.is_none() ? Scalar(int64_t{1}) : to_scalar(alpha, "sub_");
+    return is_tensor(o) ? sub_(t, o.cast<const Tensor&>(), a) : sub_(t, to_scalar(o, "sub_"), a);
+  }, py::arg("other"), py::kw_only(), py::arg("alpha") = py::none());
+  cls.def("div_", [](Tensor& t, const py::object& o, std::optional<std::string> mode) -> Tensor& {
+    std::optional<std::string_view> rm;
+    if (mode) rm = *mode;
+    return is_tensor(o) ? div_(t, o.cast<const Tensor&>(), rm) : div_(t, to_scalar(o, "div_"), rm);
+  }, py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());
 }
 
 }  // namespace kiln::python

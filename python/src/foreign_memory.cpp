@@ -22,7 +22,12 @@ Tensor borrow_foreign(char* data, DType dtype, const Shape& sizes, const Shape& 
       (span < 0 ? lo : hi) = checked_add(span < 0 ? lo : hi, span, name);
     }
   }
-  const int64_t nbytes = empty_tensor ? 0 : checked_mul(checked_add(hi - lo, 1, name), isz, name);
+  // hi >= 0 >= lo, so only the distance can wrap; lo * isz fits once nbytes does.
+  int64_t extent = 0;
+  KILN_CHECK_KIND(!__builtin_sub_overflow(hi, lo, &extent), Value, name,
+                  "a view of shape {} and strides {} spans more elements than int64 can count",
+                  shape_to_string(sizes), shape_to_string(strides));
+  const int64_t nbytes = empty_tensor ? 0 : checked_mul(checked_add(extent, 1, name), isz, name);
   char* base = empty_tensor ? nullptr : data + lo * isz;
   auto storage = Storage::borrow(base, static_cast<size_t>(nbytes), std::move(keep_alive));
   storage->read_only = read_only;

@@ -1,6 +1,7 @@
 // The `_kiln` extension module. Thin: argument conversion only (errors.cpp maps errors).
 #include <pybind11/pybind11.h>
 
+#include <complex>
 #include <limits>
 #include <string>
 
@@ -43,6 +44,34 @@ int64_t int64_or_overflow(const py::handle& index, int* overflow) {
 }
 
 }  // namespace
+
+void throw_if_int_overflow(py::handle src, bool is_unsigned) {
+  if (!src || PyFloat_Check(src.ptr()) || !PyIndex_Check(src.ptr())) return;
+  PyObject* index = PyNumber_Index(src.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  const py::object value = py::reinterpret_steal<py::object>(index);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return;
+  }
+  if (is_unsigned) {
+    if (overflow == 0 && v >= 0) return;  // fits; refused for another reason
+    if (overflow > 0) {
+      PyLong_AsUnsignedLongLong(value.ptr());
+      if (!PyErr_Occurred()) return;
+      PyErr_Clear();
+    }
+    fail_out_of_range(value, {}, "Overflow when unpacking long: the int argument",
+                      "uint64 (expected 0 to 2**64 - 1)");
+  }
+  if (overflow == 0) return;
+  fail_out_of_range(value, {}, "Overflow when unpacking long: the int argument", "int64 (expected -2**63 to 2**63 - 1)");
+}
 
 int64_t to_int64(const py::handle& obj, std::string_view op, std::string_view what) {
   const py::object index = as_index(obj);
@@ -90,7 +119,13 @@ Scalar to_scalar(const py::handle& obj, std::string_view op) {
     fail_out_of_range(index, op, "value", "int64 and uint64 (expected -2**63 to 2**64 - 1)");
   }
   if (py::isinstance<py::float_>(obj)) return Scalar(obj.cast<double>());
-  if (PyComplex_Check(obj.ptr())) return Scalar(obj.cast<std::complex<double>>());
+  // Python's C API directly: pybind11 casts std::complex only where pybind11/complex.h
+  // is included, and elsewhere says "Unable to cast" (x * 1j, kiln.full(..., 1j)).
+  if (PyComplex_Check(obj.ptr())) {
+    const Py_complex c = PyComplex_AsCComplex(obj.ptr());
+    if (c.real == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+    return Scalar(std::complex<double>(c.real, c.imag));
+  }
   if (py::hasattr(obj, "__float__")) return Scalar(py::float_(py::reinterpret_borrow<py::object>(obj)).cast<double>());
   throw py::type_error("expected a number (bool, int, float or complex), got " +
                        std::string(py::str(obj.get_type().attr("__name__"))));
@@ -131,7 +166,10 @@ py::object from_scalar(const Scalar& s) {
     case Scalar::Tag::Int: return py::int_(s.to_int64());
     case Scalar::Tag::UInt: return py::int_(s.to_uint64());
     case Scalar::Tag::Double: return py::float_(s.to_double());
-    case Scalar::Tag::Complex: return py::cast(s.to_complex());
+    case Scalar::Tag::Complex: {
+      const std::complex<double> c = s.to_complex();
+      return py::reinterpret_steal<py::object>(PyComplex_FromDoubles(c.real(), c.imag()));
+    }
   }
   return py::none();
 }

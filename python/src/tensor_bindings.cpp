@@ -10,6 +10,7 @@
 #include "bindings.h"
 #include "foreign_memory.h"
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
 

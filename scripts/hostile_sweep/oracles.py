@@ -77,7 +77,8 @@ def _float_mismatch(g, w, exp, mask):
     with np.errstate(all="ignore"):
         nan_w, nan_g = np.isnan(w), np.isnan(g)
         inf_w = np.isinf(w)
-        close = np.abs(g - w) <= exp.atol + exp.rtol * np.abs(w)
+        # Equal values always match: a tolerance derived from NaN inputs is NaN itself.
+        close = (g == w) | (np.abs(g - w) <= exp.atol + exp.rtol * np.abs(w))
         ok = np.where(nan_w, nan_g, np.where(inf_w, g == w, close & ~nan_g))
     return _first_bad(mask & ~ok, g, w)
 
@@ -559,9 +560,12 @@ def _split(x, size, d=0):
 
 
 def _chunk(x, chunks, d=0):
+    # PyTorch's chunk of an empty dim gives `chunks` empty pieces (split_with_sizes of
+    # zeros), not the one piece split(0) would.
     n = x.shape[d]
-    size = -(-n // chunks) if n else 0
-    return _split(x, size, d) if size else [x]
+    if n == 0:
+        return [x] * chunks
+    return _split(x, -(-n // chunks), d)
 
 
 def _setitem(x, idx, v):

@@ -8,6 +8,7 @@
 #include "kiln/allocator.h"
 #include "kiln/error.h"
 #include "kiln/generator.h"
+#include "kiln/int_math.h"
 
 namespace kiln {
 namespace {
@@ -36,6 +37,13 @@ ExecutionContext::ExecutionContext(std::shared_ptr<ThreadPool> pool, Generator* 
 }
 
 Generator& ExecutionContext::generator() const { return generator_ != nullptr ? *generator_ : default_generator(); }
+
+void* ExecutionContext::scratch_elements(int slot, int64_t count, size_t element_size) const {
+  size_t bytes = 0;
+  KILN_CHECK(count >= 0 && checked_mul(static_cast<size_t>(count), element_size, &bytes), "ExecutionContext::scratch",
+             "not enough memory: scratch for {} elements of {} bytes cannot exist", count, element_size);
+  return scratch(slot, bytes);
+}
 
 void* ExecutionContext::scratch(int slot, size_t bytes) const {
   KILN_CHECK(slot >= 0 && slot < kScratchSlots, "ExecutionContext::scratch", "slot must be in [0, {}), got {}",

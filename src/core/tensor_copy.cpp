@@ -14,11 +14,6 @@
 
 namespace kiln {
 
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone();
-}
-
 namespace {
 
 void copy_on_device(const char* op, const Tensor& dst, const Tensor& src) {
@@ -47,15 +42,22 @@ Tensor Tensor::to(Device target) const {
 
 Tensor Tensor::clone() const {
   KILN_TENSOR_METHOD_AUTOGRAD(clone);
-  Tensor out = Tensor::empty(sizes(), dtype(), device());
+  Tensor out = Tensor::empty(sizes(), dtype(), device(), "clone");
   copy_on_device("clone", out, *this);
+  return out;
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  Tensor out = Tensor::empty(sizes(), dtype(), device(), "contiguous");
+  copy_on_device("contiguous", out, *this);
   return out;
 }
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   KILN_TENSOR_METHOD_AUTOGRAD(to, target);
-  Tensor out = Tensor::empty(sizes(), target, device());
+  Tensor out = Tensor::empty(sizes(), target, device(), "to");
   copy_on_device("to", out, *this);
   return out;
 }
@@ -109,6 +111,10 @@ Tensor Tensor::from_scalar(const Scalar& value) {
 
 Tensor& Tensor::fill_(const Scalar& value) {
   check_writable(*this, "fill_");
+  // PyTorch's checked conversion: a complex value with an imaginary part does not fit a
+  // real dtype (full((2,), 1j, dtype=float32) raises rather than dropping the 1j).
+  KILN_CHECK(!value.is_complex() || is_complex(dtype()) || value.to_complex().imag() == 0, "fill_",
+             "value cannot be converted to type {} without overflow (got {})", dtype_name(dtype()), value.str());
   return copy_(from_scalar(value));
 }
 

@@ -165,7 +165,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     is_causal = false;
   }
 
-  Tensor out = empty(out_shape, query.dtype());
+  Tensor out = Tensor::empty(out_shape, query.dtype(), kCPU, "scaled_dot_product_attention");
   if (out.numel() == 0) return out;
   if (S == 0 || dropout_p == 1.0) {
     // Nothing to attend to, or every weight dropped: zeros (kiln decisions 5 and 6).

@@ -1,4 +1,5 @@
 #include "kiln/ops/creation.h"
+#include "kiln/ops/elementwise.h"
 
 #include <cmath>
 #include <utility>
@@ -24,7 +25,16 @@ Tensor zeros_named(const Shape& sizes, DType dtype, const char* op) {
   return t;
 }
 
+// PyTorch's checked conversion of a fill value: a complex number with an imaginary part
+// does not fit a real dtype (it is refused, not truncated to its real part).
+void check_complex_fits(const Scalar& value, std::optional<DType> dtype, const char* op) {
+  if (!value.is_complex() || !dtype || is_complex(*dtype) || value.to_complex().imag() == 0) return;
+  fail(ErrorKind::Runtime, op, "value cannot be converted to type {} without overflow (got {})", dtype_name(*dtype),
+       value.str());
+}
+
 Tensor full_named(const Shape& sizes, const Scalar& value, std::optional<DType> dtype, const char* op) {
+  check_complex_fits(value, dtype, op);
   Tensor v = scalar_tensor(value, dtype);
   Tensor t = Tensor::empty(sizes, v.dtype(), kCPU, op);
   t.copy_(v);
@@ -47,6 +57,7 @@ Tensor ones_like(const Tensor& t, std::optional<DType> dtype) {
 }
 
 Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) {
+  check_complex_fits(value, dtype, "scalar_tensor");
   // Stored in its widest natural dtype, then cast with the shared cast rules.
   return Tensor::from_scalar(value).to(dtype.value_or(value.promotion_dtype()));
 }
@@ -153,6 +164,25 @@ void check_random_dtype(DType dtype, const char* op) {
   KILN_CHECK_KIND(is_floating(dtype), Type, op, "expected a floating dtype, got {}", dtype_name(dtype));
 }
 
+// The significand bits (implicit bit included) of a narrow float: rand draws in them.
+int significand_digits(DType dtype) {
+  switch (dtype) {
+    case DType::Float16: return 11;
+    case DType::BFloat16: return 8;
+    case DType::Float8_e4m3fn: return 4;
+    case DType::Float8_e5m2: return 3;
+    default: return 24;
+  }
+}
+
+// Uniform float32 values in [0, 1) as multiples of 2^-digits of a narrow `dtype`, as
+// PyTorch draws them for such dtypes: each converts to `dtype` exactly, where plain
+// rounding would turn values just under 1 into 1.0 (0.9999 is 1.0 in bfloat16).
+Tensor quantize_uniform(const Tensor& u, DType dtype) {
+  const double scale = std::ldexp(1.0, significand_digits(dtype));
+  return mul(floor(mul(u, Scalar(scale))), Scalar(1.0 / scale)).to(dtype);
+}
+
 }  // namespace
 
 // The generator is the caller's, else the context's (default_generator() unless a
@@ -167,7 +197,7 @@ Tensor rand(const Shape& sizes, DType dtype, Generator* gen) {
   const int64_t n = t.numel();
   const auto kernel = backend::random_kernels.on(t.device(), "rand").uniform;
   kernel(ctx, {{g.seed(), g.advance(f64 ? backend::normal_blocks(n) : backend::uniform_blocks(n))}, t});
-  return t.to(dtype);
+  return is_reduced_float(dtype) ? quantize_uniform(t, dtype) : t;
 }
 
 Tensor randn(const Shape& sizes, DType dtype, Generator* gen) {

@@ -54,7 +54,7 @@ Tensor unary_predicate(const char* name, UnaryOp op, const Tensor& x) {
   check_defined(x, name, "input");
   const DType compute = compute_dtype(x.dtype());
   ew::require_kernel(name, x.device(), op, compute, x.dtype());
-  Tensor out = empty(x.sizes(), DType::Bool);
+  Tensor out = Tensor::empty(x.sizes(), DType::Bool, kCPU, name);
   ew::run_unary(name, out, DType::Bool, x, compute, op);
   return out;
 }
@@ -68,7 +68,7 @@ Tensor bitwise(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, 
          dtype_name(result));
   }
   ew::require_kernel(name, a.device(), op, result, result);
-  Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), name), result);
+  Tensor out = Tensor::empty(broadcast_shapes(a.sizes(), b.sizes(), name), result, kCPU, name);
   ew::run_binary(name, out, result, a, b, result, op);
   return out;
 }
@@ -93,7 +93,7 @@ Tensor select(const Tensor& cond, const Tensor& a, const Tensor& b, DType result
                   dtype_name(cond.dtype()));
   const Shape shape = broadcast_shapes({cond.sizes(), a.sizes(), b.sizes()}, "where");
   ew::require_kernel("where", a.device(), TernaryOp::Where, result, result);
-  Tensor out = empty(shape, result);
+  Tensor out = Tensor::empty(shape, result, kCPU, "where");
   ew::run_ternary("where", out, result, cond, a, b, result, TernaryOp::Where);
   return out;
 }
@@ -112,14 +112,14 @@ Tensor clamp_impl(const Tensor& x, const Tensor* lo, const Tensor* hi, DType res
   Tensor out;
   if (lo != nullptr && hi != nullptr) {
     ew::require_kernel("clamp", x.device(), TernaryOp::Clamp, compute, result);
-    out = empty(broadcast_shapes({x.sizes(), lo->sizes(), hi->sizes()}, "clamp"), result);
+    out = Tensor::empty(broadcast_shapes({x.sizes(), lo->sizes(), hi->sizes()}, "clamp"), result, kCPU, "clamp");
     ew::run_ternary("clamp", out, compute, x, *lo, *hi, compute, TernaryOp::Clamp);
   } else {
     // One bound: clamp_min is maximum and clamp_max is minimum, NaN propagating alike.
     const Tensor& bound = lo != nullptr ? *lo : *hi;
     const BinaryOp op = lo != nullptr ? BinaryOp::Maximum : BinaryOp::Minimum;
     ew::require_kernel("clamp", x.device(), op, compute, result);
-    out = empty(broadcast_shapes(x.sizes(), bound.sizes(), "clamp"), result);
+    out = Tensor::empty(broadcast_shapes(x.sizes(), bound.sizes(), "clamp"), result, kCPU, "clamp");
     ew::run_binary("clamp", out, compute, x, bound, compute, op);
   }
   return out;
@@ -175,7 +175,7 @@ Tensor bitwise_not(const Tensor& x) {
   KILN_CHECK_KIND(is_integral(x.dtype(), /*include_bool=*/true), Type, "bitwise_not",
                   "expected bool or integer tensors, got {}", dtype_name(x.dtype()));
   ew::require_kernel("bitwise_not", x.device(), UnaryOp::BitwiseNot, x.dtype(), x.dtype());
-  Tensor out = empty(x.sizes(), x.dtype());
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), kCPU, "bitwise_not");
   ew::run_unary("bitwise_not", out, x.dtype(), x, x.dtype(), UnaryOp::BitwiseNot);
   return out;
 }
@@ -221,7 +221,7 @@ Tensor clamp(const Tensor& x, const std::optional<Scalar>& min, const std::optio
   if (!(min && max) && is_nan_scalar(min ? *min : *max)) {
     // PyTorch's CPU clamp_min/clamp_max kernels (std::max(x, bound) and its SIMD twin)
     // return x when the lone scalar bound is NaN.
-    Tensor out = empty(x.sizes(), result);
+    Tensor out = Tensor::empty(x.sizes(), result, kCPU, "clamp");
     out.copy_(x);
     return out;
   }

@@ -130,10 +130,12 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
     read_rows(ctx, index, 1, "index_select");
     return input.clone();
   }
-  const std::vector<int64_t> rows = read_rows(ctx, index, input.size(dim), "index_select");
+  // The output first: an expanded index of 2^40 entries is refused as the output it
+  // asks for ("index_select: ... you tried to allocate"), before its entries are read.
   Shape out_shape = input.sizes();
-  out_shape[dim] = static_cast<int64_t>(rows.size());
+  out_shape[dim] = index.numel();
   Tensor out = Tensor::empty(out_shape, input.dtype(), input.device(), "index_select");
+  const std::vector<int64_t> rows = read_rows(ctx, index, input.size(dim), "index_select");
   kernels_on(input, "index_select").index_select(ctx, {out, input, dim, rows});
   return out;
 }
@@ -157,10 +159,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   }
   check_rank(indices, "embedding");
   const ExecutionContext ctx = current_context();
-  const std::vector<int64_t> rows = read_rows(ctx, indices.reshape({-1}), num_embeddings, "embedding");
   Shape out_shape = indices.sizes();
   out_shape.push_back(weight.size(1));
-  Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device(), "embedding");
+  Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device(), "embedding");  // before the indices: see index_select
+  const std::vector<int64_t> rows = read_rows(ctx, indices.reshape({-1}), num_embeddings, "embedding");
   const Tensor out_rows = out.view({static_cast<int64_t>(rows.size()), weight.size(1)});
   kernels_on(weight, "embedding").index_select(ctx, {out_rows, weight, 0, rows});
   return out;
@@ -175,7 +177,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
   check_rank(input, "gather");
   dim = wrap_dim(dim, input.dim(), "gather");
   const Tensor in1 = at_least_1d(input), index1 = at_least_1d(index);
-  Tensor out = empty(index.sizes(), input.dtype());
+  Tensor out = Tensor::empty(index.sizes(), input.dtype(), kCPU, "gather");
   if (index.numel() == 0) return out;
   KILN_CHECK(in1.dim() == index1.dim(), "gather",
              "Index tensor must have the same number of dimensions as input tensor (index {}, input {})",
@@ -326,7 +328,7 @@ Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value)
              "tensors with more than {} dims are not supported (got {})", backend::kMaxLoopDims, shape.size());
   check_fill_value(value, input.dtype(), "masked_fill");
   const Tensor fill = scalar_tensor(value, input.dtype());
-  Tensor out = empty(shape, input.dtype());
+  Tensor out = Tensor::empty(shape, input.dtype(), kCPU, "masked_fill");
   const Tensor input_full = input.expand(shape);
   const Tensor mask_full = mask.expand(shape);
   kernels_on(input, "masked_fill").masked_fill(current_context(), {out, input_full, mask_full, fill});

@@ -70,7 +70,8 @@ Fp8RowwiseQuantization quantize_rows(const Tensor& weight, bool with_error) {
   KILN_CHECK(weight.dim() == 2, op, "weight must be a 2-D [out_features, in_features] matrix, got shape {}",
              weight.shape_str());
   const int64_t N = weight.size(0), K = weight.size(1);
-  Fp8RowwiseQuantization r{empty({N, K}, DType::Float8_e4m3fn), empty({N}, DType::Float32), Tensor(), Tensor()};
+  Fp8RowwiseQuantization r{Tensor::empty({N, K}, DType::Float8_e4m3fn, kCPU, op),
+                           Tensor::empty({N}, DType::Float32, kCPU, op), Tensor(), Tensor()};
   if (with_error) {
     r.squared_error = zeros({N}, DType::Float64);
     r.squared_norm = zeros({N}, DType::Float64);
@@ -111,7 +112,7 @@ Tensor dequantize_fp8(const Tensor& weight, const Tensor& scale, DType dtype) {
                   "dtype must be float32, bfloat16 or float16, but got {}", dtype_name(dtype));
   Tensor weight_keep, scale_keep;
   const backend::LinearWeight w = fp8_weight(op, weight, scale, weight_keep, scale_keep);
-  Tensor out = empty({w.N, w.K}, DType::Float32);
+  Tensor out = Tensor::empty({w.N, w.K}, DType::Float32, kCPU, op);
   if (out.numel() > 0) {
     const auto kernel = backend::linear_kernels.on(weight.device(), op).dequantize_fp8_rows;
     kernel(current_context(), w, out.data<float>());

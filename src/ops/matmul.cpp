@@ -79,7 +79,7 @@ Tensor batched_product(Tensor a, Tensor b, const Shape& batch_shape) {
   out_shape.push_back(N);
   // The output first: a batch too large for memory fails there, in kiln's words, before
   // the per-matrix offset tables below are sized by it.
-  Tensor out = empty(out_shape, compute);
+  Tensor out = Tensor::empty(out_shape, compute, kCPU, "matmul");
   if (out.numel() == 0) return out.to(dt);
   const std::vector<int64_t> a_offsets = batch_offsets(a, batch_shape);
   const std::vector<int64_t> b_offsets = batch_offsets(b, batch_shape);

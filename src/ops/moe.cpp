@@ -129,7 +129,7 @@ MoeRouting moe_route(const Tensor& router_logits, int64_t top_k, MoeScoring scor
                     dtype_name(selection_bias->dtype()));
     bias = as_f32(*selection_bias);
   }
-  MoeRouting r{empty({T, top_k}, DType::Float32), empty({T, top_k}, DType::Int32)};
+  MoeRouting r{Tensor::empty({T, top_k}, DType::Float32, kCPU, op), Tensor::empty({T, top_k}, DType::Int32, kCPU, op)};
   if (T == 0) return r;
   const Tensor logits = as_f32(router_logits);
   backend::MoeRouteArgs a;
@@ -185,7 +185,8 @@ MoePermutation moe_permute(const Tensor& ids, int64_t num_experts) {
   KILN_CHECK_KIND(num_experts >= 1, Value, op, "num_experts must be >= 1, got {}", num_experts);
   const Tensor id = ids.to(DType::Int64).contiguous();
   const int64_t slots = id.numel();
-  MoePermutation p{empty({slots}, DType::Int64), empty({slots}, DType::Int64), empty({num_experts}, DType::Int32)};
+  MoePermutation p{Tensor::empty({slots}, DType::Int64, kCPU, op), Tensor::empty({slots}, DType::Int64, kCPU, op),
+                   Tensor::empty({num_experts}, DType::Int32, kCPU, op)};
   backend::MoePermuteArgs a;
   a.ids = id.data<int64_t>();
   a.slots = slots;
@@ -279,7 +280,7 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
     KILN_CHECK(list.back().inter == inter, op, "all experts must have one intermediate size ({}), got {}", inter,
                list.back().inter);
   }
-  Tensor out = empty({T, H}, x.dtype());
+  Tensor out = Tensor::empty({T, H}, x.dtype(), kCPU, op);
   if (T == 0 || H == 0) return out;
   const Tensor xc = x.contiguous();
 

@@ -58,7 +58,7 @@ Tensor full_extreme(const Tensor& input, ReduceKind kind, const char* op) {
   KILN_CHECK(input.numel() > 0, op,
              "Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the "
              "'dim' argument.");
-  Tensor out = empty({}, input.dtype());
+  Tensor out = Tensor::empty({}, input.dtype(), kCPU, op);
   run_reduce(op, kind, input, std::vector<bool>(static_cast<size_t>(input.dim()), true), out, Tensor());
   return out;
 }
@@ -68,7 +68,8 @@ ValuesIndices dim_extreme(const Tensor& input, int64_t dim, bool keepdim, Reduce
   check_not_complex(input, op);
   const ReduceDims rd = reduce_one_dim(input, dim, keepdim, op);
   check_reduced_dims_nonempty(input, rd, op);
-  ValuesIndices r{empty(rd.out_shape, input.dtype()), empty(rd.out_shape, DType::Int64)};
+  ValuesIndices r{Tensor::empty(rd.out_shape, input.dtype(), kCPU, op),
+                  Tensor::empty(rd.out_shape, DType::Int64, kCPU, op)};
   run_reduce(op, kind, input, rd.reduced, r.values, r.indices);
   return r;
 }
@@ -89,7 +90,7 @@ Tensor arg_extreme(const Tensor& input, std::optional<int64_t> dim, bool keepdim
                name);
     rd = reduce_dims(input, {}, keepdim, op.c_str());
   }
-  Tensor indices = empty(rd.out_shape, DType::Int64);
+  Tensor indices = Tensor::empty(rd.out_shape, DType::Int64, kCPU, op.c_str());
   run_reduce(op.c_str(), kind, input, rd.reduced, Tensor(), indices);
   return indices;
 }
@@ -166,8 +167,9 @@ Tensor cumsum(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
   const DType out_dtype = dtype ? *dtype : (is_integral(input.dtype(), true) ? DType::Int64 : input.dtype());
   // A 0-dim input scans as a line of one.
   const Tensor line = input.dim() == 0 ? input.reshape({1}) : input;
+  // The output first: an input too large to hold is refused as cumsum's output.
+  Tensor out = Tensor::empty(line.sizes(), out_dtype, kCPU, "cumsum");
   const Tensor src = (dtype ? line.to(*dtype) : line).contiguous();
-  Tensor out = empty(line.sizes(), out_dtype);
   const auto kernel = backend::reduce_kernels.on(src.device(), "cumsum").cumsum;
   kernel(current_context(), {src, d, out});
   return input.dim() == 0 ? out.reshape({}) : out;

@@ -22,7 +22,7 @@ Tensor var_std(const Tensor& input, const DimList& dims, double correction, bool
   KILN_CHECK_KIND(is_floating(input.dtype()) || is_complex(input.dtype()), Type, op,
                   "std and var only support floating point and complex dtypes (got {})", dtype_name(input.dtype()));
   const ReduceDims rd = reduce_dims(input, dims, keepdim, op);
-  Tensor out = empty(rd.out_shape, to_real(input.dtype()));
+  Tensor out = Tensor::empty(rd.out_shape, to_real(input.dtype()), kCPU, op);
   const double divisor = std::max(0.0, static_cast<double>(rd.count) - correction);
   const auto kernel = backend::reduce_kernels.on(input.device(), op).variance;
   kernel(current_context(), {input, rd.reduced, divisor, take_sqrt, out});
@@ -62,7 +62,7 @@ Tensor norm(const Tensor& input, double p, const DimList& dims, bool keepdim) {
                   "Expected a floating point or complex tensor as input. Got {}", torch_type_name(input.dtype()));
   const ReduceDims rd = reduce_dims(input, dims, keepdim, op);
   check_norm_identity(input, dims, rd, p);
-  Tensor out = empty(rd.out_shape, to_real(input.dtype()));
+  Tensor out = Tensor::empty(rd.out_shape, to_real(input.dtype()), kCPU, op);
   const auto kernel = backend::reduce_kernels.on(input.device(), op).vector_norm;
   kernel(current_context(), {input, rd.reduced, p, out});
   return out;

@@ -95,7 +95,7 @@ struct ScaledMmPlan {
 Tensor run_scaled_mm(const char* op, const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
                      const ScaledMmPlan& plan) {
   const int64_t M = a.size(0), N = b.size(1);
-  Tensor out = empty({M, N}, plan.out_dtype);
+  Tensor out = Tensor::empty({M, N}, plan.out_dtype, kCPU, op);
   if (M == 0 || N == 0) return out;
   const auto kernel = backend::scaled_mm_kernels.on(a.device(), op).scaled_mm;
   const OpProfile profile(op, [&] {

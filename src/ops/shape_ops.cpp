@@ -72,7 +72,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   if (!ref) {
     wrap_dim(dim, 1, "cat");
-    return empty({0}, out_dtype);
+    return Tensor::empty({0}, out_dtype, kCPU, "cat");
   }
   const int64_t ndim = ref->dim();
   dim = wrap_dim(dim, ndim, "cat");
@@ -97,7 +97,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 
   Shape out_shape = ref->sizes();
   out_shape[dim] = total;
-  Tensor out = empty(out_shape, out_dtype);
+  Tensor out = Tensor::empty(out_shape, out_dtype, kCPU, "cat");
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
     if (cat_skips(t)) continue;
@@ -123,7 +123,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   dim = wrap_dim(dim, first.dim() + 1, "stack");
   Shape out_shape = first.sizes();
   out_shape.insert(out_shape.begin() + dim, static_cast<int64_t>(tensors.size()));
-  Tensor out = empty(out_shape, promoted_dtype(tensors));
+  Tensor out = Tensor::empty(out_shape, promoted_dtype(tensors), kCPU, "stack");
   for (size_t i = 0; i < tensors.size(); ++i) out.select(dim, static_cast<int64_t>(i)).copy_(tensors[i]);
   return out;
 }

@@ -35,7 +35,8 @@ ValuesIndices sort(const Tensor& input, int64_t dim, bool descending, bool stabl
   check_sortable(input, "sort");
   const int64_t d = wrap_dim(dim, input.dim(), "sort");
   if (input.dim() == 0) return scalar_line(input);
-  ValuesIndices r{empty(input.sizes(), input.dtype()), empty(input.sizes(), DType::Int64)};
+  ValuesIndices r{Tensor::empty(input.sizes(), input.dtype(), kCPU, "sort"),
+                  Tensor::empty(input.sizes(), DType::Int64, kCPU, "sort")};
   run_sort("sort", input, d, input.sizes()[d], descending, true, r);
   return r;
 }
@@ -55,7 +56,8 @@ ValuesIndices topk(const Tensor& input, int64_t k, int64_t dim, bool largest, bo
   if (input.dim() == 0) return scalar_line(input);  // as PyTorch, even for k = 0
   Shape out_shape = input.sizes();
   out_shape[d] = k;
-  ValuesIndices r{empty(out_shape, input.dtype()), empty(out_shape, DType::Int64)};
+  ValuesIndices r{Tensor::empty(out_shape, input.dtype(), kCPU, "topk"),
+                  Tensor::empty(out_shape, DType::Int64, kCPU, "topk")};
   run_sort("topk", input, d, k, largest, sorted, r);
   return r;
 }

@@ -30,13 +30,14 @@ inline const std::vector<int64_t> kSweepSizes = {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 
 
 inline Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {
   Tensor t = Tensor::empty(shape, DType::Float64);
-  std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(double));
+  // An empty tensor has no data pointer, and memcpy from or to null is undefined even for 0 bytes.
+  if (!values.empty()) std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(double));
   return t.to(dtype);
 }
 
 inline Tensor from_complex(const std::vector<std::complex<double>>& values, const Shape& shape, DType dtype) {
   Tensor t = Tensor::empty(shape, DType::Complex128);
-  std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(std::complex<double>));
+  if (!values.empty()) std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(std::complex<double>));
   return t.to(dtype);
 }
 

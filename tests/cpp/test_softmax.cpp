@@ -46,8 +46,8 @@ struct RowRef {
 //    lane accumulation: at most 1024 / 4 = 256 sequential adds per lane (the 1-lane
 //    scalar target) and ~10 more to combine lanes; blocks add in double;
 //  - softmax: one rounding of the factor e^(R - M) / S and one of the product (2u);
-//    log_softmax: M + log S rounded (u |M + log S|) and x - that rounded (u |out|),
-//    plus S's relative error as an absolute one;
+//    log_softmax: (x - R) rounded (u |x - M|, plus R's distance from M) and minus
+//    log S rounded (u |out|), plus S's relative error as an absolute one;
 //  - narrow outputs round once more (their unit roundoff, relative, or half a
 //    subnormal where float16 underflows);
 //  - results under 2.5e-38 may flush to 0 (fast exp's normal range).
@@ -77,10 +77,10 @@ RowRef reference_row(const std::vector<double>& x, bool log, DType out_dtype, DT
   const long double c = m + std::log(s);
   for (size_t i = 0; i < n; ++i) {
     if (log) {
-      r.out[i] = static_cast<double>(x[i] - c);
+      r.out[i] = static_cast<double>((x[i] - m) - std::log(s));
       // Past the dtype's range the true value rounds to -inf (x - max overflows).
       if (r.out[i] < -nn_test::max_finite(compute_for)) r.out[i] = -kInf;
-      r.tol[i] = u * (std::fabs(static_cast<double>(c)) + std::fabs(r.out[i])) + sum_rel +
+      r.tol[i] = u * (std::fabs(x[i] - m) + 1 + std::fabs(r.out[i])) + sum_rel +
                  unit_roundoff(out_dtype) * std::fabs(r.out[i]);
     } else {
       r.out[i] = static_cast<double>(std::exp(x[i] - c));

@@ -172,12 +172,16 @@ def test_non_utf8_bytes_in_a_message_survive(tmp_path):
 
 
 def test_an_index_too_large_for_memory_names_the_op():
-    # 2**61 entries of 8 bytes: more than a vector can hold, refused before allocating.
+    # 2**61 entries: the output they ask for is refused before the entries are read.
     index = kiln.zeros(1, dtype=kiln.int64).expand(2**61)
-    with pytest.raises(RuntimeError, match=r"^index_select: the index holds 2305843009213693952 entries"):
+    with pytest.raises(RuntimeError, match=r"^index_select: Storage size calculation overflowed with "
+                                           r"sizes=\[2305843009213693952\]"):
         kiln.index_select(kiln.zeros(3), 0, index)
-    with pytest.raises(RuntimeError, match=r"^embedding: the index holds"):
+    with pytest.raises(RuntimeError, match=r"^embedding: Storage size calculation overflowed"):
         kiln.nn.functional.embedding(index, kiln.zeros(3, 2))
+    # An output of no bytes (rows of 0 elements) leaves the index itself too large to read.
+    with pytest.raises(RuntimeError, match=r"^index_select: the index holds 2305843009213693952 entries"):
+        kiln.index_select(kiln.zeros(3, 0), 0, index)
 
 
 def test_floats_past_float64():

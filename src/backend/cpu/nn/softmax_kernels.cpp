@@ -175,19 +175,22 @@ void ScaleInPlace(T* y, T factor, size_t n) {
   }
 }
 
+// y = (x - shift) - log_sum, in two steps as PyTorch's log_softmax: folded into one
+// constant, shift + log_sum rounds to shift once |shift| dwarfs log_sum (x near 1e38
+// gave 0 instead of -log(n)).
 template <class T>
-void SubtractScalar(const T* x, T c, T* y, size_t n) {
+void SubtractShiftThenLogSum(const T* x, T shift, T log_sum, T* y, size_t n) {
   const hn::ScalableTag<T> d;
   const size_t N = hn::Lanes(d);
-  const auto vc = hn::Set(d, c);
+  const auto vs = hn::Set(d, shift), vl = hn::Set(d, log_sum);
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
-    hn::StoreU(hn::Sub(hn::LoadU(d, x + i), vc), d, y + i);
-    hn::StoreU(hn::Sub(hn::LoadU(d, x + i + N), vc), d, y + i + N);
+    hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, x + i), vs), vl), d, y + i);
+    hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, x + i + N), vs), vl), d, y + i + N);
   }
   for (; i < n; i += N) {
     const size_t m = n - i < N ? n - i : N;
-    StoreTail(d, hn::Sub(LoadTail(d, x + i, m, T(0)), vc), y + i, m);
+    StoreTail(d, hn::Sub(hn::Sub(LoadTail(d, x + i, m, T(0)), vs), vl), y + i, m);
   }
 }
 
@@ -203,7 +206,9 @@ SoftmaxStats SoftmaxReduceImpl(const T* x, T* y, int64_t n, int64_t block, T* bl
     const T bm = RowMaxImpl(x + off, len);
     if (bm > running) {  // false for NaN: the exp sum below propagates it
       running = bm;
-      const ExpReference<T> next = ReferenceFor(running);
+      // Without y (log_softmax, which needs only the sum) the reference is the max
+      // itself: x - R is then PyTorch's exact x - max, and the max's own term is 1.
+      const ExpReference<T> next = y != nullptr ? ReferenceFor(running) : ExpReference<T>{running, T(0), false};
       if (sum != 0.0) sum *= std::exp(static_cast<double>(ref.ref) - static_cast<double>(next.ref));
       ref = next;
     }
@@ -225,7 +230,8 @@ void SoftmaxFinishImpl(const T* x, T* y, int64_t n, int64_t block, const T* bloc
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   const bool all_nan = std::isnan(row.sum) || row.max == -std::numeric_limits<double>::infinity();
   if (log) {
-    SubtractScalar(x, static_cast<T>(all_nan ? kNaN : row.max + std::log(row.sum)), y, static_cast<size_t>(n));
+    SubtractShiftThenLogSum(x, static_cast<T>(all_nan ? kNaN : row.max), static_cast<T>(std::log(row.sum)), y,
+                            static_cast<size_t>(n));
     return;
   }
   // The factor changes only where the running max rose, so reuse it in between.
@@ -282,16 +288,15 @@ HWY_INLINE void SoftmaxColumnGroup(D d, const hn::TFromD<D>* x, hn::TFromD<D>* y
     for (size_t l = 0; l < N; ++l) sums[l] += static_cast<double>(block[l]);
   }
 
-  // 1 / sum or max + log(sum) per lane, in double like the row path.
-  HWY_ALIGN T maxes[HWY_MAX_BYTES / sizeof(T)];
-  hn::Store(vmax, d, maxes);
+  // 1 / sum or log(sum) per lane, in double like the row path; log_softmax subtracts
+  // the max and then log(sum), as the row path does.
   for (size_t l = 0; l < N; ++l) {
-    block[l] = log ? static_cast<T>(static_cast<double>(maxes[l]) + std::log(sums[l])) : static_cast<T>(1.0 / sums[l]);
+    block[l] = log ? static_cast<T>(std::log(sums[l])) : static_cast<T>(1.0 / sums[l]);
   }
   const auto v = hn::Load(d, block);
   for (size_t r = 0; r < dim; ++r) {
     T* p = y + r * stride;
-    store(log ? hn::Sub(load(x + r * stride), v) : hn::Mul(load(p), v), p);
+    store(log ? hn::Sub(hn::Sub(load(x + r * stride), vmax), v) : hn::Mul(load(p), v), p);
   }
 }
 

@@ -43,7 +43,8 @@ struct SoftmaxStats {
 };
 
 // Pass A over x[0, n), n >= 1. Stores e^(x - R_b) to y when y is not null (y may
-// equal x), and the reference R_b of each block to block_max[b]. A NaN anywhere
+// equal x), and the reference R_b of each block to block_max[b]. With y null (the
+// log_softmax pass) every R_b is the running max itself, never a grid shift. A NaN anywhere
 // makes the sum NaN; a piece of only -inf returns max -inf and sum 0 (y unwritten).
 // Lanes sum in the compute dtype over at most kSoftmaxBlock elements; those sums add
 // in double.
@@ -53,8 +54,8 @@ SoftmaxStats softmax_reduce(const double* x, double* y, int64_t n, int64_t block
 // Pass C over the same piece, given the whole row's reference and sum (combined from
 // every piece). A NaN sum, or a row max of -inf (a row of only -inf), makes every output
 // NaN, as e^(-inf - -inf) does in PyTorch. softmax: y[i] *= e^(R_b - max) / sum,
-// and blocks whose R_b is -inf (y never written) get 0. log: y[i] = x[i] - (max +
-// log sum). y may equal x.
+// and blocks whose R_b is -inf (y never written) get 0. log: y[i] = (x[i] - max) -
+// log sum, in that order as PyTorch. y may equal x.
 void softmax_finish(const float* x, float* y, int64_t n, int64_t block, const float* block_max, SoftmaxStats row,
                     bool log);
 void softmax_finish(const double* x, double* y, int64_t n, int64_t block, const double* block_max, SoftmaxStats row,
