@@ -49,6 +49,9 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
+  // A copy: while gradients are recorded it is clone's node (PyTorch's contiguous is a
+  // clone); otherwise its own name in errors.
+  KILN_TENSOR_METHOD_AUTOGRAD(clone);
   Tensor out = Tensor::empty(sizes(), dtype(), device(), "contiguous");
   copy_on_device("contiguous", out, *this);
   return out;

@@ -1,6 +1,8 @@
 """repr() and str() in PyTorch's layout. The expected strings are PyTorch's own output for
 the same values (torch 1.13, with "torch." written "kiln.")."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -93,6 +95,5 @@ def test_repr_shows_requires_grad_and_grad_fn_as_pytorch():
     leaf = kiln.tensor([1.0, 2.0], requires_grad=True)
     assert repr(leaf) == "tensor([1., 2.], requires_grad=True)"
     out = leaf * 2
-    assert repr(out).startswith("tensor([2., 4.], grad_fn=<")
-    assert repr(out).endswith("Backward0>)")
+    assert re.fullmatch(r"tensor\(\[2\., 4\.\], grad_fn=<MulBackward\d>\)", repr(out)), repr(out)
     assert repr(leaf.detach()) == "tensor([1., 2.])"
