@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench/harness.h"
 #include "kiln/context.h"
 #include "kiln/llm.h"
 #include "kiln/llm_synthetic.h"
@@ -58,13 +59,6 @@ Probes probe(ThreadPool& pool, bool quick) {
   p.gbps = measure_memory_bandwidth(pool, quick ? size_t{64} << 20 : 0, 3).read_gbps_all;
   p.gflops = measure_peak_compute(pool, quick ? 2'000'000 : 20'000'000, 3).f32_gflops_all;
   return p;
-}
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Deterministic ids spread over the vocabulary (the weights are random; any ids do).
@@ -133,7 +127,7 @@ void run_model(ThreadPool& pool, const LlmBenchOptions& o, const std::string& di
     for (const profiler::OpRecord& op : prefill_profile.ops) prefill_flops += op.flops;
   }
   const Probes prefill_after = probe(pool, o.quick);
-  const double prefill_time = median(prefill_s);
+  const double prefill_time = summarize(prefill_s).median_s;
   const double prefill_gflops = prefill_flops / prefill_time / 1e9;
 
   // Decode: a short prompt, then one token at a time, every step timed.
@@ -160,7 +154,7 @@ void run_model(ThreadPool& pool, const LlmBenchOptions& o, const std::string& di
     decode_profile = profiler::stop();
   }
   const Probes decode_after = probe(pool, o.quick);
-  const double step_time = median(step_s);
+  const double step_time = summarize(step_s).median_s;
   const double bytes_per_token = bytes_sum / static_cast<double>(step_s.size());
   const double decode_gbps = bytes_per_token / step_time / 1e9;
 

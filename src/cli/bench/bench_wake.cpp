@@ -34,13 +34,6 @@ constexpr auto kGap = std::chrono::microseconds(200);
 // show whether the pool stays slow once woken.
 constexpr int kCallsAfterIdle = 5;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-Timing median_of(std::vector<double> times) {
-  std::sort(times.begin(), times.end());
-  return {times[times.size() / 2], times.front(), static_cast<int>(times.size())};
-}
-
 // Each call after `gap` of sleep; only the calls are timed.
 template <typename Call>
 Timing measure_spaced(const Call& call, int runs, Clock::duration gap) {
@@ -51,7 +44,7 @@ Timing measure_spaced(const Call& call, int runs, Clock::duration gap) {
     call();
     times.push_back(seconds_since(t0));
   }
-  return median_of(std::move(times));
+  return summarize(std::move(times));
 }
 
 // The first kCallsAfterIdle calls after each of `pauses` idle pauses.
@@ -67,7 +60,7 @@ Timing measure_after_idle(const Call& call, int pauses, Clock::duration idle) {
       std::this_thread::sleep_for(kGap);
     }
   }
-  return median_of(std::move(times));
+  return summarize(std::move(times));
 }
 
 struct Mode {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace kiln::bench {
 
@@ -20,8 +21,12 @@ Timing measure(const std::function<void(int)>& fn, int min_runs, double min_seco
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     if (times.size() >= 100000) break;
   }
-  std::sort(times.begin(), times.end());
-  return {times[times.size() / 2], times.front(), static_cast<int>(times.size())};
+  return summarize(std::move(times));
+}
+
+Timing summarize(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  return {seconds[seconds.size() / 2], seconds.front(), static_cast<int>(seconds.size())};
 }
 
 std::vector<Suite>& registry() {

@@ -2,6 +2,7 @@
 // memory, and a table that puts every figure next to this run's own roofline.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -21,6 +22,14 @@ struct Timing {
   double min_s = 0;
   int runs = 0;
 };
+
+// Seconds since t0 on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Median, minimum and count of a non-empty list of call times.
+Timing summarize(std::vector<double> seconds);
 
 // Calls fn(i) for i = 0, 1, ... (a few warm-up calls first) until at least `min_runs`
 // calls and `min_seconds` have passed, and returns the median and minimum call time.
