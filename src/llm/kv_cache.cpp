@@ -1,9 +1,9 @@
 #include "llm/kv_cache.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 #include "kiln/runtime.h"
 
@@ -12,51 +12,51 @@ namespace {
 
 constexpr const char* kOp = "KvCache";
 
-// a * b + c, or nullopt when it leaves int64.
-std::optional<int64_t> mul_add(int64_t a, int64_t b, int64_t c) {
-  int64_t product = 0, sum = 0;
-  if (__builtin_mul_overflow(a, b, &product) || __builtin_add_overflow(product, c, &sum)) return std::nullopt;
-  return sum;
-}
-
 }  // namespace
 
 int64_t check_kv_cache_fits(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim,
                             int64_t conv_kernel, int64_t conv_channels, int64_t capacity, DType dtype,
                             const DeltaNetGeometry& d) {
-  std::optional<int64_t> bytes = 0;
+  // Products and sums that remember whether any of them left int64.
+  bool fits = true;
+  const auto mul = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    fits = checked_mul(a, b, &r) && fits;
+    return r;
+  };
+  const auto add = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    fits = checked_add(a, b, &r) && fits;
+    return r;
+  };
   const int64_t value_bytes = static_cast<int64_t>(itemsize(dtype));
+  const int64_t float_bytes = static_cast<int64_t>(sizeof(float));
+  int64_t bytes = 0;
   for (MixerKind mixer : mixers) {
-    if (!bytes) break;
     if (mixer == MixerKind::Attention) {
       // keys and values: 2 x [kv_heads, capacity, head_dim]
-      std::optional<int64_t> per_token = mul_add(kv_heads, head_dim, 0);
-      if (per_token) per_token = mul_add(*per_token, 2 * value_bytes, 0);
-      bytes = per_token ? mul_add(*per_token, capacity, *bytes) : std::nullopt;
+      bytes = add(bytes, mul(mul(mul(kv_heads, head_dim), 2 * value_bytes), capacity));
     } else if (mixer == MixerKind::GatedDeltaNet) {
       // float32 conv history [K-1, 2 Hk dk + Hv dv] and recurrent state [Hv, dk, dv].
-      std::optional<int64_t> channels = mul_add(d.num_key_heads, d.key_head_dim, 0);
-      if (channels) channels = mul_add(*channels, 2, 0);
-      std::optional<int64_t> values = mul_add(d.num_value_heads, d.value_head_dim, 0);
-      if (channels && values) channels = mul_add(*values, 1, *channels);
-      std::optional<int64_t> state = values ? mul_add(*values, d.key_head_dim, 0) : std::nullopt;
-      if (channels && state) state = mul_add(std::max<int64_t>(d.conv_kernel - 1, 0), *channels, *state);
-      bytes = state ? mul_add(*state, static_cast<int64_t>(sizeof(float)), *bytes) : std::nullopt;
+      const int64_t values = mul(d.num_value_heads, d.value_head_dim);
+      const int64_t channels = add(mul(mul(d.num_key_heads, d.key_head_dim), 2), values);
+      const int64_t state = add(mul(values, d.key_head_dim), mul(std::max<int64_t>(d.conv_kernel - 1, 0), channels));
+      bytes = add(bytes, mul(state, float_bytes));
     } else {
-      const std::optional<int64_t> state = mul_add(std::max<int64_t>(conv_kernel - 1, 0), conv_channels, 0);
-      bytes = state ? mul_add(*state, static_cast<int64_t>(sizeof(float)), *bytes) : std::nullopt;
+      bytes = add(bytes, mul(mul(std::max<int64_t>(conv_kernel - 1, 0), conv_channels), float_bytes));
     }
+    if (!fits) break;
   }
-  if (!bytes) {
+  if (!fits) {
     fail(ErrorKind::Runtime, kOp, "a context of {} tokens needs more than 2^63 bytes of K/V cache; pass a smaller "
          "max_context", capacity);
   }
   const int64_t memory = cpu_info().total_memory_bytes;
-  if (memory > 0 && *bytes > memory) {
+  if (memory > 0 && bytes > memory) {
     fail(ErrorKind::Runtime, kOp, "a context of {} tokens needs {} bytes of K/V cache and conv state, more than the "
-         "{} bytes of memory of this machine; pass a smaller max_context", capacity, *bytes, memory);
+         "{} bytes of memory of this machine; pass a smaller max_context", capacity, bytes, memory);
   }
-  return *bytes;
+  return bytes;
 }
 
 KvCache::KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim, int64_t conv_kernel,

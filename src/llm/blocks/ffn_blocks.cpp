@@ -28,19 +28,13 @@ Tensor MoeBlock::forward(const Tensor& h) const {
 }
 
 int64_t MoeBlock::decode_bytes() const {
-  int64_t expert = 0;
-  if (!experts.experts.empty()) {
-    const SwigluWeights& e = experts.experts.front();
-    expert = static_cast<int64_t>(e.gate.nbytes() + e.up.nbytes() + e.down.nbytes()) + bytes_of(e.gate_scale) +
-             bytes_of(e.up_scale) + bytes_of(e.down_scale);
-  }
-  int64_t shared_bytes = 0;
-  if (shared) {
-    const SwigluWeights& e = shared->weights;
-    shared_bytes = static_cast<int64_t>(e.gate.nbytes() + e.up.nbytes() + e.down.nbytes() +
-                                        shared->gate_weight.nbytes()) +
-                   bytes_of(e.gate_scale) + bytes_of(e.up_scale) + bytes_of(e.down_scale);
-  }
+  const auto swiglu_bytes = [](const SwigluWeights& e) {
+    return static_cast<int64_t>(e.gate.nbytes() + e.up.nbytes() + e.down.nbytes()) + bytes_of(e.gate_scale) +
+           bytes_of(e.up_scale) + bytes_of(e.down_scale);
+  };
+  const int64_t expert = experts.experts.empty() ? 0 : swiglu_bytes(experts.experts.front());
+  const int64_t shared_bytes =
+      shared ? swiglu_bytes(shared->weights) + static_cast<int64_t>(shared->gate_weight.nbytes()) : 0;
   return router.bytes() + top_k * expert + bytes_of(selection_bias) + shared_bytes;
 }
 
