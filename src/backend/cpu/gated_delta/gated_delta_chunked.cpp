@@ -26,7 +26,6 @@
 namespace kiln::cpu {
 namespace {
 
-constexpr float kL2NormEps = 1e-6f;  // as the recurrent kernel (transformers' l2norm)
 // Chunks solved per batched call: bounds the workspace (per value head and chunk,
 // chunk^2 + chunk * (dk + dv) floats) on long prompts.
 constexpr int64_t kChunksPerSolve = 16;
@@ -51,16 +50,8 @@ void normalise_qk(const GatedDeltaRuleProblem& p, int64_t t0, int64_t t1, float*
     for (int64_t row = begin; row < end; ++row) {
       const float* q = p.q + (first_row + row) * dk;
       const float* k = p.k + (first_row + row) * dk;
-      float q_scale = p.scale, k_scale = 1.0f;
-      if (p.l2norm_qk) {
-        float qq = 0.0f, kk = 0.0f;
-        for (int64_t r = 0; r < dk; ++r) {
-          qq += q[r] * q[r];
-          kk += k[r] * k[r];
-        }
-        q_scale /= std::sqrt(qq + kL2NormEps);
-        k_scale /= std::sqrt(kk + kL2NormEps);
-      }
+      float q_scale = 0.0f, k_scale = 0.0f;
+      qk_scales(q, k, dk, p.scale, p.l2norm_qk, &q_scale, &k_scale);
       for (int64_t r = 0; r < dk; ++r) {
         qn[row * dk + r] = q[r] * q_scale;
         kn[row * dk + r] = k[r] * k_scale;

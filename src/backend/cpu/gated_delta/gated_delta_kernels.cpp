@@ -14,8 +14,6 @@ namespace {
 
 // Channels per conv work item: the block's taps live in a small local table.
 constexpr int64_t kConvBlock = 64;
-// transformers' l2norm (and FLA's): x * rsqrt(sum x^2 + 1e-6).
-constexpr float kL2NormEps = 1e-6f;
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
@@ -97,16 +95,8 @@ void gated_delta_rule_cpu(const GatedDeltaRuleProblem& p, ThreadPool& pool) {
         const float* q = p.q + (t * p.key_heads + kh) * dk;
         const float* k = p.k + (t * p.key_heads + kh) * dk;
         const float* v = p.v + (t * p.value_heads + h) * dv;
-        float q_scale = p.scale, k_scale = 1.0f;
-        if (p.l2norm_qk) {
-          float qq = 0.0f, kk = 0.0f;
-          for (int64_t r = 0; r < dk; ++r) {
-            qq += q[r] * q[r];
-            kk += k[r] * k[r];
-          }
-          q_scale /= std::sqrt(qq + kL2NormEps);
-          k_scale /= std::sqrt(kk + kL2NormEps);
-        }
+        float q_scale = 0.0f, k_scale = 0.0f;
+        qk_scales(q, k, dk, p.scale, p.l2norm_qk, &q_scale, &k_scale);
         float kq = 0.0f;
         for (int64_t r = 0; r < dk; ++r) {
           qn[r] = q[r] * q_scale;

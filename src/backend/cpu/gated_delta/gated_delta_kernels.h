@@ -1,6 +1,9 @@
 // Gated DeltaNet kernels on the CPU (internal header).
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+
 #include "backend/gated_delta.h"
 
 namespace kiln {
@@ -17,5 +20,23 @@ void causal_conv1d_cpu(const CausalConv1dProblem& p, ThreadPool& pool);
 void delta_gates_cpu(const DeltaGatesProblem& p, ThreadPool& pool);
 void gated_delta_rule_cpu(const GatedDeltaRuleProblem& p, ThreadPool& pool);
 void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p, int64_t chunk_size);
+
+// The factors q and k of one head are multiplied by: `scale` and 1, divided by their
+// L2 norms (transformers' and FLA's l2norm: x * rsqrt(sum x^2 + 1e-6)) when `l2norm`.
+// Shared by the recurrent and the chunked kernel, which must agree bit for bit.
+inline void qk_scales(const float* q, const float* k, int64_t dk, float scale, bool l2norm, float* q_scale,
+                      float* k_scale) {
+  constexpr float kL2NormEps = 1e-6f;
+  *q_scale = scale;
+  *k_scale = 1.0f;
+  if (!l2norm) return;
+  float qq = 0.0f, kk = 0.0f;
+  for (int64_t r = 0; r < dk; ++r) {
+    qq += q[r] * q[r];
+    kk += k[r] * k[r];
+  }
+  *q_scale /= std::sqrt(qq + kL2NormEps);
+  *k_scale /= std::sqrt(kk + kL2NormEps);
+}
 
 }  // namespace kiln::cpu
