@@ -63,6 +63,12 @@ void bincount_typed(ThreadPool& pool, const backend::BincountProblem& p) {
     });
     return;
   }
+  if (chunks == 1 && ways == 1) {
+    // One pass on one thread over many bins: straight into the zeroed output, with no
+    // second histogram of the same size to merge.
+    count_into(p.input, weights, 0, p.count, out, bins, 1);
+    return;
+  }
   std::vector<W> hists(static_cast<size_t>(checked_mul(chunks, per_chunk, "bincount")), W(0));
   const int64_t share = ceil_div(p.count, chunks);
   pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
