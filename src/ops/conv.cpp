@@ -3,6 +3,7 @@
 #include "kiln/ops/conv.h"
 
 #include "kiln/error.h"
+#include "kiln/int_math.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/index.h"
 #include "kiln/ops/matmul.h"
@@ -22,7 +23,7 @@ int64_t entry(const std::vector<int64_t>& v, int64_t i, const char* what, int64_
 
 // Rows o * stride + k * dilation of dim d, for k < K and o < out: [.., K * out, ..].
 Tensor gather_windows(const Tensor& x, int64_t d, int64_t K, int64_t out, int64_t stride, int64_t dilation) {
-  Tensor idx = Tensor::empty({K * out}, DType::Int64, kCPU, "conv2d");
+  Tensor idx = Tensor::empty({checked_mul(K, out, "conv2d")}, DType::Int64, kCPU, "conv2d");
   int64_t* p = idx.data<int64_t>();
   for (int64_t k = 0; k < K; ++k)
     for (int64_t o = 0; o < out; ++o) p[k * out + o] = o * stride + k * dilation;
@@ -58,8 +59,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Ten
     dl[i] = entry(dilation, i, "dilation", 2);
     KILN_CHECK_KIND(s[i] > 0 && dl[i] > 0, Value, op, "stride and dilation must be positive");
     KILN_CHECK(pd[i] >= 0, op, "negative padding is not supported");
-    out[i] = (input.size(2 + i) + 2 * pd[i] - dl[i] * (K[i] - 1) - 1) / s[i] + 1;
-    KILN_CHECK(input.size(2 + i) + 2 * pd[i] - dl[i] * (K[i] - 1) - 1 >= 0 && out[i] >= 1, op,
+    // Padding and dilation come from the caller: checked, so no size wraps past the test.
+    const int64_t padded = checked_add(input.size(2 + i), checked_mul(2, pd[i], op), op);
+    const int64_t span = checked_add(checked_mul(dl[i], K[i] - 1, op), 1, op);
+    out[i] = (padded - span) / s[i] + 1;
+    KILN_CHECK(padded - span >= 0 && out[i] >= 1, op,
                "Calculated padded input size per channel: ({} x {}). Kernel size: ({} x {}). Kernel size can't be "
                "greater than actual input size", input.size(2) + 2 * pd[0], input.size(3) + 2 * pd[1], kh, kw);
   }

@@ -116,7 +116,9 @@ Tensor interpolate(const Tensor& input, const std::vector<int64_t>& size, const 
     } else {
       const double f = scale_factor.size() == 1 ? scale_factor[0] : scale_factor[i];
       KILN_CHECK_KIND(f > 0 && std::isfinite(f), Value, op, "scale_factor must be positive and finite, got {}", f);
-      target = static_cast<int64_t>(std::floor(static_cast<double>(in) * f));
+      const double scaled = std::floor(static_cast<double>(in) * f);
+      KILN_CHECK(scaled < 0x1p63, op, "scale_factor {} makes an output size past int64 at spatial dim {}", f, i);
+      target = static_cast<int64_t>(scaled);
       if (!recompute_scale_factor) factor = f;
     }
     KILN_CHECK(target > 0 && in > 0, op, "Input and output sizes should be greater than 0, but got input ({}) and "

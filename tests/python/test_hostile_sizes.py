@@ -184,3 +184,11 @@ def test_empty_tensors_are_contiguous_whatever_their_strides():
     assert wide.contiguous().shape == (0, 2**40, 2**40)
     assert kiln.empty(0, 3).t().is_contiguous()
     assert not kiln.empty(2, 3).t().is_contiguous()
+
+
+def test_conv_and_interpolate_sizes_that_leave_int64_are_refused():
+    import kiln.nn.functional as F
+    with pytest.raises(RuntimeError, match="conv2d: integer overflow"):
+        F.conv2d(kiln.zeros(1, 1, 5, 5), kiln.zeros(1, 1, 3, 3), dilation=2**62)
+    with pytest.raises(RuntimeError, match="interpolate: scale_factor .* past int64"):
+        F.interpolate(kiln.zeros(1, 1, 4), scale_factor=1e300)
