@@ -168,6 +168,7 @@ def _summarized(values):
 
 def _host_values(tensor):
     """A numpy view (or a widened copy) of the tensor's values."""
+    tensor = tensor.cpu()
     if tensor.dtype in _WIDENED:
         tensor = tensor.to(_kiln.float32)
     return tensor.numpy()
@@ -203,6 +204,10 @@ def tensor_repr(tensor):
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
+    # PyTorch shows a device other than the CPU first.
+    device = str(tensor.device)
+    if device != "cpu":
+        suffixes.append("device='" + device + "'")
     # PyTorch names the graph after the dtype: grad_fn=<...> for a result of recorded ops,
     # requires_grad=True for a leaf; the values come from a detached view.
     grad_fn = getattr(tensor, "grad_fn", None)

@@ -90,7 +90,7 @@ py::capsule dlpack_method(const Tensor& t, const py::object& stream, const py::o
                           const py::object& dl_device, const py::object& copy) {
   if (!dl_device.is_none()) {
     const py::tuple device = dl_device;
-    if (device.size() != 2 || device[0].cast<int64_t>() != kDLCPU) {
+    if (device.size() != 2 || device[0].cast<int64_t>() != kDLCPU || device[1].cast<int64_t>() != 0) {
       PyErr_SetString(PyExc_BufferError, ("__dlpack__: kiln tensors live on the CPU (DLPack device (1, 0)); cannot "
                                           "export to device " + std::string(py::str(dl_device))).c_str());
       throw py::error_already_set();

@@ -38,6 +38,10 @@ ExpandedIndex expand_masks(const Tensor& self, const IndexList& indices, const c
   check_defined(self, op, "self");
   KILN_CHECK_KIND(static_cast<int64_t>(indices.size()) <= self.dim(), Index, op,
                   "too many indices for tensor of dimension {} (got {})", self.dim(), indices.size());
+  for (const std::optional<Tensor>& entry : indices) {
+    // Kernels read index tensors on the host: one on another device is PyTorch's error.
+    if (entry && entry->defined()) common_device(op, {&self, &*entry});
+  }
   ExpandedIndex out{self, {}};
   for (const std::optional<Tensor>& entry : indices) {
     const int64_t dim = static_cast<int64_t>(out.entries.size());

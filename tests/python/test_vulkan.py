@@ -106,3 +106,11 @@ def test_ops_without_a_vulkan_kernel_raise_instead_of_touching_device_memory():
     for call in (lambda: x[x > 2], lambda: kiln.nonzero(x), lambda: kiln.linalg.inv(x.reshape(2, 3)[:, :2])):
         with pytest.raises((NotImplementedError, RuntimeError), match="vulkan"):
             call()
+
+
+@needs_vulkan
+def test_index_tensor_on_another_device_is_refused_and_device_tensors_print():
+    x = kiln.arange(6, dtype=kiln.float32)
+    with pytest.raises(RuntimeError, match="same device"):
+        x[kiln.tensor([1, 2]).to("vulkan")]
+    assert repr(x.to("vulkan")) == "tensor([0., 1., 2., 3., 4., 5.], device='vulkan:0')"
