@@ -7,7 +7,7 @@ PYTHON := /usr/bin/python3
 DEMO_MODEL := build/models/qwen3-moe-demo
 DEMO_PROMPT := The kiln fired the clay until it rang like a bell.
 
-.PHONY: deps configure build demo test test-cpp test-python test-torch-reference bench hostile-sweep clean
+.PHONY: deps configure build demo test test-cpp test-python test-torch-reference bench bench-torch hostile-sweep clean
 
 deps:
 	@scripts/setup-deps
@@ -75,6 +75,10 @@ bench: build
 
 # Generated hostile inputs against the Python API (crashes, hangs, silent wrong results,
 # unclear errors), ~55,000 cases; SWEEP_ARGS=--quick for the CI-sized run.
+bench-torch: build
+	@dpkg -s python3-torch >/dev/null 2>&1 || sudo apt-get install -y python3-torch || apt-get install -y python3-torch
+	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) scripts/bench_vs_torch/run.py $(FILTER)
+
 hostile-sweep: build
 	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) scripts/hostile-sweep $(SWEEP_ARGS)
 

@@ -1,0 +1,52 @@
+"""Same-run timing of kiln against PyTorch (Debian's python3-torch 1.13).
+
+The build machines are shared and their speed drifts by up to 2x within an hour, so a
+figure measured in another run means little. Each row here times the kiln call and the
+PyTorch call interleaved, pair by pair, in one process with the same thread count, and
+reports the ratio of the medians. A target is a ratio ("kiln at least as fast" is 1.0).
+"""
+import os
+import statistics
+import time
+
+THREADS = int(os.environ.get("KILN_NUM_THREADS", "2"))
+
+
+def _median_pairs(kiln_fn, torch_fn, pairs, min_seconds):
+    kiln_fn()
+    torch_fn()  # warm both: first calls allocate and fault pages
+    kiln_times, torch_times = [], []
+    start = time.perf_counter()
+    while len(kiln_times) < pairs or time.perf_counter() - start < min_seconds:
+        for fn, times in ((kiln_fn, kiln_times), (torch_fn, torch_times)):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        if len(kiln_times) >= 10 * pairs:
+            break
+    return statistics.median(kiln_times), statistics.median(torch_times)
+
+
+def _fmt(seconds):
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:9.2f} ms"
+    return f"{seconds * 1e6:9.1f} us"
+
+
+class Table:
+    def __init__(self):
+        self.missed = 0
+        print(f"kiln vs PyTorch, same process, {THREADS} threads, medians of interleaved pairs")
+        print(f"{'row':58s} {'kiln':>12s} {'torch':>12s} {'speed-up':>9s}  target")
+
+    def compare(self, name, kiln_fn, torch_fn, target_speedup=None, pairs=15, min_seconds=0.5):
+        """Times both, prints one row; target_speedup is torch_time / kiln_time to reach."""
+        k, t = _median_pairs(kiln_fn, torch_fn, pairs, min_seconds)
+        speedup = t / k
+        target = ""
+        if target_speedup is not None:
+            met = speedup >= target_speedup
+            self.missed += not met
+            target = f">= {target_speedup:.2f}x ({'met' if met else 'MISSED'})"
+        print(f"{name:58s} {_fmt(k)} {_fmt(t)} {speedup:8.2f}x  {target}", flush=True)
+        return speedup
