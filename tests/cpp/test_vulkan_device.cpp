@@ -188,6 +188,20 @@ TEST_F(VulkanDevice, MemoryStatisticsAndCacheReuse) {
   EXPECT_EQ(vulkan_memory_stats().peak_allocated_bytes, vulkan_memory_stats().allocated_bytes);
 }
 
+// A chunk given back to the device gives its address range back too: making and
+// freeing big tensors forever must not run the reserved range dry.
+TEST_F(VulkanDevice, FreedChunksReuseTheirAddresses) {
+  const void* first = nullptr;
+  for (int i = 0; i < 3; ++i) {
+    {
+      const Tensor big = Tensor::empty({(8 << 20) / 4}, DType::Float32, kVulkan);  // 8 MiB: a chunk of its own
+      if (i == 0) first = big.data_ptr();
+      EXPECT_EQ(big.data_ptr(), first) << "round " << i;
+    }
+    vulkan_empty_cache();
+  }
+}
+
 TEST_F(VulkanDevice, BadInputIsAClearError) {
   expect_error([] { empty({4}, DType::Float32).to(Device{DeviceType::Vulkan, 1}); }, ErrorKind::Runtime,
                "vulkan:1 does not exist");

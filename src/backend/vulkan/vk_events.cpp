@@ -103,9 +103,7 @@ void event_destroy(int slot) { events().destroy(slot); }
 void event_record(int slot) { events().record(slot); }
 bool event_query(int slot) { return events().complete(slot); }
 void event_synchronize(int slot) {
-  if (event_query(slot)) return;
-  auto lock = recorder().lock();
-  recorder().wait_all();
+  if (!event_query(slot)) wait_for_device();
 }
 double event_elapsed_ms(int start, int end) { return events().elapsed_ms(start, end); }
 

@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/vulkan/embedded_shaders.h"
@@ -22,12 +24,40 @@ struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
 };
 
+// A pipeline's identity. `shader` is one of the names in shaders/ passed as a string
+// literal, so the view stays valid; the key is built and hashed without allocating,
+// since every dispatch looks its pipeline up.
+constexpr size_t kMaxSpecConstants = 8;
+constexpr size_t kMaxBuffers = 8;
+struct PipelineKey {
+  std::string_view shader;
+  uint32_t buffers = 0;
+  uint32_t push_bytes = 0;
+  uint32_t spec_count = 0;
+  std::array<uint32_t, kMaxSpecConstants> spec{};
+  bool operator==(const PipelineKey&) const = default;
+};
+struct PipelineKeyHash {
+  size_t operator()(const PipelineKey& k) const {
+    size_t h = std::hash<std::string_view>()(k.shader);
+    const auto mix = [&h](uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    mix(k.buffers);
+    mix(k.push_bytes);
+    for (uint32_t i = 0; i < k.spec_count; ++i) mix(k.spec[i]);
+    return h;
+  }
+};
+
 class PipelineCache {
  public:
   const Pipeline& get(const char* op, const char* shader, std::span<const uint32_t> spec, uint32_t buffers,
                       uint32_t push_bytes) {
-    std::string key = fmt::format("{}/{}/{}", shader, buffers, push_bytes);
-    for (uint32_t v : spec) key += fmt::format("/{}", v);
+    KILN_CHECK(spec.size() <= kMaxSpecConstants && buffers <= kMaxBuffers, op,
+               "shader '{}' takes {} specialisation constants and {} buffers; kiln's pipelines take at most {} "
+               "and {}",
+               shader, spec.size(), buffers, kMaxSpecConstants, kMaxBuffers);
+    PipelineKey key{shader, buffers, push_bytes, static_cast<uint32_t>(spec.size())};
+    std::copy(spec.begin(), spec.end(), key.spec.begin());
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = pipelines_.find(key);
     if (it != pipelines_.end()) return it->second;
@@ -92,7 +122,7 @@ class PipelineCache {
 
   std::mutex mutex_;
   std::map<std::string, VkShaderModule> modules_;
-  std::map<std::string, Pipeline> pipelines_;
+  std::unordered_map<PipelineKey, Pipeline, PipelineKeyHash> pipelines_;
 };
 
 PipelineCache& pipelines() {
@@ -149,22 +179,24 @@ void dispatch(const char* op, const char* shader, std::span<const uint32_t> spec
               uint32_t groups_y, uint32_t groups_z) {
   if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
   const Pipeline& p = pipelines().get(op, shader, spec, static_cast<uint32_t>(buffers.size()), push_bytes);
-  std::vector<VkDescriptorBufferInfo> infos;
-  for (const Binding& b : buffers) infos.push_back(b.buffer);
-  std::vector<VkWriteDescriptorSet> writes(infos.size());
-  for (size_t i = 0; i < infos.size(); ++i) {
-    writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    writes[i].dstBinding = static_cast<uint32_t>(i);
-    writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &infos[i];
+  // get() checked buffers.size() <= kMaxBuffers.
+  std::array<VkDescriptorBufferInfo, kMaxBuffers> infos;
+  std::array<VkWriteDescriptorSet, kMaxBuffers> writes;
+  uint32_t count = 0;
+  for (const Binding& b : buffers) {
+    infos[count] = b.buffer;
+    writes[count] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[count].dstBinding = count;
+    writes[count].descriptorCount = 1;
+    writes[count].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[count].pBufferInfo = &infos[count];
+    ++count;
   }
   Recorder& r = recorder();
   auto lock = r.lock();
   VkCommandBuffer cb = r.begin_command();
   vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  vk.vkCmdPushDescriptorSetKHR(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, static_cast<uint32_t>(writes.size()),
-                               writes.data());
+  vk.vkCmdPushDescriptorSetKHR(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, count, writes.data());
   if (push_bytes > 0) vk.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vk.vkCmdDispatch(cb, groups_x, groups_y, groups_z);
   r.end_command();

@@ -28,7 +28,8 @@ Binding bind(const Tensor& t, const char* op);
 // `data` (a device address; null only when elements is 0).
 Binding bind_raw(const void* data, DType dtype, int64_t elements, const char* op);
 
-// Records one dispatch of `shader` (a name in shaders/) with specialisation constants
+// Records one dispatch of `shader` (a name in shaders/, as a string literal: the pipeline
+// cache keeps the pointer) with specialisation constants
 // 0..n-1 = `spec`, storage buffers 0..m-1 = `buffers`, and `push` as push constants.
 void dispatch(const char* op, const char* shader, std::span<const uint32_t> spec,
               std::initializer_list<Binding> buffers, const void* push, uint32_t push_bytes, uint32_t groups_x,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backend/vulkan/vk_recorder.h"
 #include "kiln/error.h"
 
 namespace kiln::vulkan {
@@ -22,8 +23,8 @@ size_t round_size(size_t n) {
 }
 
 // The reserved range device addresses come from: inaccessible host address space, handed
-// out front to back and never reused (1 TiB: far more than any device holds over a
-// process's life unless chunks are freed and remade very often).
+// out front to back; ranges of destroyed chunks are kept and handed out again (best fit,
+// the rest split off), so making and freeing chunks never runs the range dry.
 class AddressSpace {
  public:
   char* take(size_t bytes) {
@@ -38,18 +39,38 @@ class AddressSpace {
       }
       if (base_ == nullptr) return nullptr;
     }
-    const size_t aligned = (bytes + 4095) / 4096 * 4096;
+    const size_t aligned = page_round(bytes);
+    if (auto it = returned_.lower_bound(aligned); it != returned_.end()) {
+      const size_t size = it->first;
+      char* p = it->second;
+      returned_.erase(it);
+      if (size > aligned) returned_.emplace(size - aligned, p + aligned);
+      return p;
+    }
     if (size_ - used_ < aligned) return nullptr;
     char* p = base_ + used_;
     used_ += aligned;
     return p;
   }
 
+  // A range from take(bytes) that is no longer used.
+  void give_back(char* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      returned_.emplace(page_round(bytes), p);
+    } catch (const std::bad_alloc&) {
+      // Runs while freeing memory: a range the list cannot take is simply not reused.
+    }
+  }
+
  private:
+  static size_t page_round(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
   std::mutex mutex_;
   char* base_ = nullptr;
   size_t size_ = 0;
   size_t used_ = 0;
+  std::multimap<size_t, char*> returned_;  // by size
 };
 
 AddressSpace& address_space() {
@@ -100,8 +121,6 @@ MemoryPool::Chunk* MemoryPool::new_chunk(size_t size, bool shared) {
   auto chunk = std::make_unique<Chunk>();
   chunk->size = size;
   chunk->shared = shared;
-  chunk->address = address_space().take(size);
-  if (chunk->address == nullptr) return nullptr;
   VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   alloc.allocationSize = size;
   alloc.memoryTypeIndex = memory_type_;
@@ -112,6 +131,11 @@ MemoryPool::Chunk* MemoryPool::new_chunk(size_t size, bool shared) {
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   bool ok = vk.vkCreateBuffer(ctx_.device, &info, nullptr, &chunk->buffer) == VK_SUCCESS;
   ok = ok && vk.vkBindBufferMemory(ctx_.device, chunk->buffer, chunk->memory, 0) == VK_SUCCESS;
+  // The address comes last, so a refused allocation does not use up the range.
+  if (ok) {
+    chunk->address = address_space().take(size);
+    ok = chunk->address != nullptr;
+  }
   if (ok && kind_ == Kind::Staging) {
     void* mapped = nullptr;
     ok = vk.vkMapMemory(ctx_.device, chunk->memory, 0, VK_WHOLE_SIZE, 0, &mapped) == VK_SUCCESS;
@@ -130,6 +154,7 @@ MemoryPool::Chunk* MemoryPool::new_chunk(size_t size, bool shared) {
 }
 
 void MemoryPool::destroy_chunk(Chunk* chunk) {
+  if (chunk->address != nullptr) address_space().give_back(chunk->address, chunk->size);
   if (chunk->buffer != VK_NULL_HANDLE) vk.vkDestroyBuffer(ctx_.device, chunk->buffer, nullptr);
   if (chunk->memory != VK_NULL_HANDLE) vk.vkFreeMemory(ctx_.device, chunk->memory, nullptr);
 }
@@ -247,6 +272,15 @@ void MemoryPool::empty_cache() {
     if (current_ == c) current_ = nullptr;
     it = chunks_.erase(it);
   }
+}
+
+void* allocate_or_wait(MemoryPool& pool, size_t nbytes) {
+  void* p = pool.allocate(nbytes);
+  if (p != nullptr || nbytes == 0) return p;
+  // Cached blocks may still be read by queued work: wait before giving them back.
+  wait_for_device();
+  pool.empty_cache();
+  return pool.allocate(nbytes);
 }
 
 MemoryPool& device_pool() {

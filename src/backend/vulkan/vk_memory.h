@@ -85,6 +85,10 @@ class MemoryPool {
   AllocatorStats stats_;
 };
 
+// pool.allocate(nbytes); when the device refuses, waits for the queue, returns the
+// pool's cached blocks to the device and tries once more. Null if it still refuses.
+void* allocate_or_wait(MemoryPool& pool, size_t nbytes);
+
 MemoryPool& device_pool();
 MemoryPool& staging_pool();
 

@@ -123,4 +123,10 @@ Recorder& recorder() {
   return *r;
 }
 
+void wait_for_device() {
+  Recorder& r = recorder();
+  auto lock = r.lock();
+  r.wait_all();
+}
+
 }  // namespace kiln::vulkan

@@ -78,5 +78,7 @@ class Recorder {
 };
 
 Recorder& recorder();
+// Takes the recorder's lock, submits what is open and waits for every batch.
+void wait_for_device();
 
 }  // namespace kiln::vulkan

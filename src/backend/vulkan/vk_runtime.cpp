@@ -12,16 +12,7 @@ namespace {
 void* allocate(size_t nbytes, const char* op) {
   if (nbytes == 0) return nullptr;
   MemoryPool& pool = device_pool();
-  void* p = pool.allocate(nbytes);
-  if (p == nullptr) {
-    // Cached blocks may still be read by queued work: wait before giving them back.
-    {
-      auto lock = recorder().lock();
-      recorder().wait_all();
-    }
-    pool.empty_cache();
-    p = pool.allocate(nbytes);
-  }
+  void* p = allocate_or_wait(pool, nbytes);
   if (p == nullptr) {
     fail(ErrorKind::Runtime, op,
          "not enough memory: you tried to allocate {} bytes on vulkan:0 ({} bytes are allocated by kiln there now)",
@@ -45,17 +36,12 @@ const bool registered = [] {
   };
   r.empty_cache = [] {
     if (!device_created()) return;
-    {
-      auto lock = recorder().lock();
-      recorder().wait_all();
-    }
+    wait_for_device();
     device_pool().empty_cache();
     staging_pool().empty_cache();
   };
   r.synchronize = [] {
-    if (!device_created()) return;
-    auto lock = recorder().lock();
-    recorder().wait_all();
+    if (device_created()) wait_for_device();
   };
   r.queue_stats = [] {
     VulkanQueueStats q;

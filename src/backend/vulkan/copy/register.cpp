@@ -44,14 +44,7 @@ void record_transfer(VkBuffer from, VkDeviceSize from_offset, VkBuffer to, VkDev
 
 // Staging memory for `bytes`, retrying once after giving the cache back.
 void* staging_block(size_t bytes, const char* op) {
-  void* p = staging_pool().allocate(bytes);
-  if (p == nullptr) {
-    auto lock = recorder().lock();
-    recorder().wait_all();
-    lock.unlock();
-    staging_pool().empty_cache();
-    p = staging_pool().allocate(bytes);
-  }
+  void* p = allocate_or_wait(staging_pool(), bytes);
   KILN_CHECK(p != nullptr, op, "not enough memory: you tried to allocate {} bytes of Vulkan staging memory", bytes);
   return p;
 }
