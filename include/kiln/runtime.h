@@ -109,5 +109,8 @@ DoctorReport collect_doctor_report(ThreadPool& pool, size_t bandwidth_buffer_byt
 std::string format_doctor_report(const DoctorReport& report);
 std::string doctor_report_json(const DoctorReport& report);  // pretty-printed JSON text
 std::string doctor_report(ThreadPool& pool);                 // format(collect(pool))
+// The report's "vulkan" object alone as JSON text (probe and device memory; no bandwidth
+// probe), for kiln.vulkan.availability().
+std::string vulkan_report_json();
 
 }  // namespace kiln

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/allocator.h"
 #include "kiln/dtype.h"
 #include "kiln/scalar.h"
 #include "kiln/tensor.h"
@@ -58,5 +59,7 @@ Shape to_shape(const py::handle& obj, std::string_view op = {}, std::string_view
 py::object from_scalar(const Scalar& s);
 // A kiln.dtype object; TypeError for anything else (as PyTorch for dtype="float32").
 DType to_dtype(const py::handle& obj);
+// kiln.memory_stats()'s dict (also kiln.vulkan.memory_stats()).
+py::dict allocator_stats_dict(const AllocatorStats& s);
 
 }  // namespace kiln::python

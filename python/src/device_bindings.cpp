@@ -7,47 +7,11 @@
 
 #include "bindings.h"
 #include "kiln/device.h"
+#include "kiln/runtime.h"
 #include "kiln/vulkan.h"
 
 namespace kiln::python {
 namespace {
-
-py::dict stats_dict(const AllocatorStats& s) {
-  py::dict d;
-  d["allocated_bytes"] = s.allocated_bytes;
-  d["peak_allocated_bytes"] = s.peak_allocated_bytes;
-  d["reserved_bytes"] = s.reserved_bytes;
-  d["peak_reserved_bytes"] = s.peak_reserved_bytes;
-  d["num_allocs"] = s.num_allocs;
-  d["num_cache_hits"] = s.num_cache_hits;
-  return d;
-}
-
-py::dict availability_dict(const VulkanAvailability& a) {
-  py::dict d;
-  d["built_with_vulkan"] = a.built_with_vulkan;
-  d["usable"] = a.usable;
-  d["reason"] = a.reason;
-  d["selected"] = a.selected;
-  d["validation"] = a.validation;
-  py::list devices;
-  for (const VulkanDeviceInfo& info : a.devices) {
-    py::dict e;
-    e["name"] = info.name;
-    e["type"] = info.type;
-    e["api_version"] = info.api_version;
-    e["driver"] = info.driver;
-    e["missing"] = info.missing;
-    e["subgroup_size"] = info.subgroup_size;
-    e["max_storage_buffer_range"] = info.max_storage_buffer_range;
-    e["max_workgroup_invocations"] = info.max_workgroup_invocations;
-    e["max_shared_memory_bytes"] = info.max_shared_memory_bytes;
-    e["device_local_bytes"] = info.device_local_bytes;
-    devices.append(e);
-  }
-  d["devices"] = devices;
-  return d;
-}
 
 Tensor to_device(const Tensor& t, const Device& device, std::optional<DType> dtype) {
   Tensor out = t.to(device);
@@ -86,8 +50,9 @@ void bind_devices(py::module_& m) {
 
   auto vulkan = m.def_submodule("vulkan", "The Vulkan device (like torch.cuda)");
   vulkan.def("is_available", &vulkan_is_available, "Whether a usable Vulkan device exists (kiln doctor says why not)");
-  vulkan.def("availability", [] { return availability_dict(vulkan_availability()); },
-             "The probe's report: usable, reason, devices with their limits and missing features");
+  // The doctor report's own serialiser, so both list the same keys.
+  vulkan.def("availability", [] { return py::module_::import("json").attr("loads")(vulkan_report_json()); },
+             "The probe's report: usable, reason, devices with their limits and missing features, device memory");
   vulkan.def("synchronize", &vulkan_synchronize, py::call_guard<py::gil_scoped_release>(),
              "Waits for every kernel and copy queued on the device");
   vulkan.def("queue_stats", [] {
@@ -101,7 +66,7 @@ void bind_devices(py::module_& m) {
   }, "Kernels and copies recorded, command buffers submitted, host waits so far");
   vulkan.def("validation_error_count", &vulkan_validation_error_count,
              "Validation-layer errors so far (KILN_VULKAN_VALIDATION=1 turns the layer on)");
-  vulkan.def("memory_stats", [] { return stats_dict(vulkan_memory_stats()); });
+  vulkan.def("memory_stats", [] { return allocator_stats_dict(vulkan_memory_stats()); });
   vulkan.def("memory_allocated", [] { return vulkan_memory_stats().allocated_bytes; });
   vulkan.def("max_memory_allocated", [] { return vulkan_memory_stats().peak_allocated_bytes; });
   vulkan.def("memory_reserved", [] { return vulkan_memory_stats().reserved_bytes; });

@@ -1,5 +1,7 @@
 #include "runtime/vulkan_report.h"
 
+#include "kiln/runtime.h"
+
 namespace kiln {
 namespace {
 
@@ -71,5 +73,7 @@ nlohmann::json vulkan_json(const VulkanAvailability& v, const AllocatorStats& m)
             {"num_allocs", m.num_allocs},
             {"num_cache_hits", m.num_cache_hits}}}};
 }
+
+std::string vulkan_report_json() { return vulkan_json(vulkan_availability(), vulkan_memory_stats()).dump(); }
 
 }  // namespace kiln

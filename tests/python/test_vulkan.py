@@ -29,6 +29,10 @@ def test_availability_always_answers():
     a = kiln.vulkan.availability()
     assert a["reason"]
     assert a["usable"] == kiln.vulkan.is_available()
+    assert set(a) >= {"built_with_vulkan", "usable", "reason", "selected", "validation", "devices", "memory"}
+    for device in a["devices"]:
+        assert {"max_workgroup_count_x", "max_push_constants_bytes", "min_storage_buffer_offset_alignment",
+                "timestamp_period_ns"} <= set(device)
 
 
 @needs_vulkan
