@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
+#include <string_view>
 #include <unordered_set>
 
 #include "kiln/error.h"
@@ -291,6 +293,28 @@ int64_t parse_rotary_dim(const Reader& r, int64_t head_dim) {
   return dim;
 }
 
+struct LayerTypeName {
+  std::string_view name;
+  MixerKind kind;
+};
+
+// layer_types: one entry per layer, each one of `names`; anything else is an error of
+// `unknown` kind: "[i] is <type><expected>".
+void parse_layer_types(const Reader& r, ModelConfig& c, std::span<const LayerTypeName> names, ErrorKind unknown,
+                       std::string_view expected) {
+  const json& types = r.at("layer_types");
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_layers) {
+    r.error(ErrorKind::Value, "layer_types", "must list one type per layer ({} = num_hidden_layers), got {}",
+            c.num_layers, types.is_array() ? std::to_string(types.size()) + " entries" : json_excerpt(types));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    const std::string type = types[i].is_string() ? types[i].get<std::string>() : json_excerpt(types[i]);
+    const auto it = std::find_if(names.begin(), names.end(), [&](const LayerTypeName& n) { return n.name == type; });
+    if (it == names.end()) r.error(unknown, "layer_types", "[{}] is {}{}", i, type, expected);
+    c.mixers.push_back(it->kind);
+  }
+}
+
 // layer_types ("linear_attention" / "full_attention"), or derived from
 // full_attention_interval: layer i is full attention iff (i + 1) % interval == 0.
 void parse_hybrid_layer_types(const Reader& r, ModelConfig& c) {
@@ -301,22 +325,10 @@ void parse_hybrid_layer_types(const Reader& r, ModelConfig& c) {
     }
     return;
   }
-  const json& types = r.at("layer_types");
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_layers) {
-    r.error(ErrorKind::Value, "layer_types", "must list one type per layer ({} = num_hidden_layers), got {}",
-            c.num_layers, types.is_array() ? std::to_string(types.size()) + " entries" : json_excerpt(types));
-  }
-  for (size_t i = 0; i < types.size(); ++i) {
-    const std::string type = types[i].is_string() ? types[i].get<std::string>() : json_excerpt(types[i]);
-    if (type == "linear_attention") {
-      c.mixers.push_back(MixerKind::GatedDeltaNet);
-    } else if (type == "full_attention") {
-      c.mixers.push_back(MixerKind::Attention);
-    } else {
-      r.error(ErrorKind::NotImplemented, "layer_types",
-              "[{}] is {}: kiln runs \"linear_attention\" (Gated DeltaNet) and \"full_attention\" layers", i, type);
-    }
-  }
+  static constexpr LayerTypeName kNames[] = {{"linear_attention", MixerKind::GatedDeltaNet},
+                                             {"full_attention", MixerKind::Attention}};
+  parse_layer_types(r, c, kNames, ErrorKind::NotImplemented,
+                    ": kiln runs \"linear_attention\" (Gated DeltaNet) and \"full_attention\" layers");
 }
 
 // Qwen3-Next and the Qwen3.5 text tower (spec §2): gated attention with zero-centred
@@ -368,21 +380,12 @@ void parse_lfm2_moe(const Reader& r, ModelConfig& c) {
   c.scoring = MoeScoring::Sigmoid;
   c.conv_kernel = r.size("conv_L_cache", kMaxConvKernel);
 
-  const json& types = r.at("layer_types");
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_layers) {
-    r.error(ErrorKind::Value, "layer_types", "must list one type per layer ({} = num_hidden_layers), got {}",
-            c.num_layers, types.is_array() ? std::to_string(types.size()) + " entries" : json_excerpt(types));
-  }
-  for (size_t i = 0; i < types.size(); ++i) {
-    const std::string type = types[i].is_string() ? types[i].get<std::string>() : json_excerpt(types[i]);
-    if (type == "conv" || type == "short_conv") {
-      c.mixers.push_back(MixerKind::ShortConv);
-    } else if (type == "full_attention" || type == "attention" || type == "attn") {
-      c.mixers.push_back(MixerKind::Attention);
-    } else {
-      r.error(ErrorKind::Value, "layer_types", "[{}] is {}, expected \"conv\" or \"full_attention\"", i, type);
-    }
-  }
+  static constexpr LayerTypeName kNames[] = {{"conv", MixerKind::ShortConv},
+                                             {"short_conv", MixerKind::ShortConv},
+                                             {"full_attention", MixerKind::Attention},
+                                             {"attention", MixerKind::Attention},
+                                             {"attn", MixerKind::Attention}};
+  parse_layer_types(r, c, kNames, ErrorKind::Value, ", expected \"conv\" or \"full_attention\"");
 
   const int64_t dense_layers = r.integer("num_dense_layers");
   if (dense_layers < 0 || dense_layers > c.num_layers) {
