@@ -21,6 +21,7 @@
 #include "llm/kv_cache.h"
 #include "llm/safetensors_format.h"
 #include "llm_model_test_util.h"
+#include "llm_reference_math.h"
 #include "test_util.h"
 
 namespace kiln::llm {
@@ -29,10 +30,7 @@ namespace {
 using kiln::testing::relative_max_difference;
 using kiln::testing::relative_rms_difference;
 using kiln::testing::tiny_model_dir;
-using Vec = std::vector<double>;
-
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double silu(double x) { return x * sigmoid(x); }
+using namespace kiln::testing;  // Vec and the reference math
 
 class HybridReference {
  public:
@@ -61,61 +59,20 @@ class HybridReference {
   }
 
  private:
-  // A tensor as doubles; 2-D FP8 weights dequantised with their 128x128 block scales.
-  Vec weight(const std::string& name) {
-    Tensor t = ckpt_.get(name);
-    Tensor f = t.to(DType::Float32).contiguous();
-    Vec v(f.data<float>(), f.data<float>() + f.numel());
-    if (t.dtype() == DType::Float8_e4m3fn) {
-      Tensor s = ckpt_.get(name + "_scale_inv").to(DType::Float32).contiguous();
-      const int64_t n = t.size(0), k = t.size(1), kb = s.size(1);
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t col = 0; col < k; ++col) v[r * k + col] *= s.data<float>()[(r / 128) * kb + col / 128];
-    }
-    return v;
-  }
-  // y = W x for W [N, K] (rows `first` .. `first + n` of a larger table when given).
+  Vec weight(const std::string& name) { return checkpoint_weight(ckpt_, name); }
+  Vec matvec(const std::string& name, const Vec& x) { return kiln::testing::matvec(weight(name), x); }
   static Vec matvec(const Vec& w, const Vec& x, int64_t first = 0, int64_t n = -1) {
-    const int64_t k = static_cast<int64_t>(x.size());
-    if (n < 0) n = static_cast<int64_t>(w.size()) / k;
-    Vec y(n, 0.0);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t col = 0; col < k; ++col) y[r] += w[(first + r) * k + col] * x[col];
-    return y;
+    return kiln::testing::matvec(w, x, first, n);
   }
-  Vec matvec(const std::string& name, const Vec& x) { return matvec(weight(name), x); }
-
   // Zero-centred RMSNorm (§0.1): x / sqrt(mean(x^2) + eps) * (1 + w), over w.size() values.
   Vec norm_one_plus(const Vec& x, const Vec& w, size_t begin = 0) const {
-    const size_t n = w.size();
-    double ss = 0.0;
-    for (size_t i = 0; i < n; ++i) ss += x[begin + i] * x[begin + i];
-    const double inv = 1.0 / std::sqrt(ss / n + c_.norm_eps);
-    Vec y(n);
-    for (size_t i = 0; i < n; ++i) y[i] = x[begin + i] * inv * (1.0 + w[i]);
-    return y;
+    return rms_norm(x, w, c_.norm_eps, 1.0, begin);
   }
   std::vector<Vec> norm_rows(const std::vector<Vec>& x, const Vec& w) const {
-    std::vector<Vec> y;
-    for (const Vec& row : x) y.push_back(norm_one_plus(row, w));
-    return y;
+    return kiln::testing::norm_rows(x, w, c_.norm_eps, 1.0);
   }
-  static void add_rows(std::vector<Vec>& x, const std::vector<Vec>& y) {
-    for (size_t t = 0; t < x.size(); ++t)
-      for (size_t i = 0; i < x[t].size(); ++i) x[t][i] += y[t][i];
-  }
-
-  // Partial RoPE (§0.2): only the first d = rotary_dim dims turn, pairs (i, i + d/2),
-  // angle pos * theta^(-2i/d); the rest pass through.
-  void rope(Vec& head, int64_t pos) const {
-    const int64_t d = c_.rotary_dim, half = d / 2;
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = pos * std::pow(c_.rope_theta, -2.0 * i / d);
-      const double a = head[i], b = head[i + half];
-      head[i] = a * std::cos(angle) - b * std::sin(angle);
-      head[i + half] = b * std::cos(angle) + a * std::sin(angle);
-    }
-  }
+  // Partial RoPE (§0.2): only the first rotary_dim dims turn.
+  void rope(Vec& head, int64_t pos) const { kiln::testing::rope(head, pos, c_.rotary_dim, c_.rope_theta); }
 
   // Gated attention (§2.3).
   std::vector<Vec> attention(const std::vector<Vec>& h, const std::string& p) {
@@ -299,23 +256,6 @@ class HybridReference {
   Checkpoint ckpt_;
   std::string m_ = "model.";
 };
-
-Tensor to_tensor(const std::vector<Vec>& rows) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
-  float* p = t.data<float>();
-  for (const Vec& row : rows)
-    for (double v : row) *p++ = static_cast<float>(v);
-  return t;
-}
-
-const std::vector<int32_t> kPrompt = {17, 3, 250, 101, 42, 7, 311, 5, 64, 198};
-
-LoadOptions float32_options() {
-  LoadOptions o;
-  o.weights = WeightFormat::Float32;
-  o.cache_dtype = DType::Float32;
-  return o;
-}
 
 // float32 everywhere: as for the attention-only families (test_llm_model.cpp), dot
 // products of length <= 128 behind about 30 dependent steps, plus the DeltaNet

@@ -14,6 +14,7 @@
 #include "llm/checkpoint.h"
 #include "llm/config.h"
 #include "llm_model_test_util.h"
+#include "llm_reference_math.h"
 
 namespace kiln::llm {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 using kiln::testing::relative_max_difference;
 using kiln::testing::relative_rms_difference;
 using kiln::testing::tiny_model_dir;
-using Vec = std::vector<double>;
+using namespace kiln::testing;  // Vec and the reference math
 
 // ---------------------------------------------------------------- the reference
 
@@ -55,61 +56,15 @@ class ReferenceModel {
   }
 
  private:
-  // A tensor as doubles; FP8 weights dequantised with their 128x128 block scales
-  // (w = fp8 * scale[n / 128][k / 128], spec §5.1).
-  Vec weight(const std::string& name) {
-    Tensor t = ckpt_.get(name);
-    Tensor f = t.to(DType::Float32).contiguous();
-    Vec v(f.data<float>(), f.data<float>() + f.numel());
-    if (t.dtype() == DType::Float8_e4m3fn) {
-      Tensor s = ckpt_.get(name + "_scale_inv").to(DType::Float32).contiguous();
-      const int64_t n = t.size(0), k = t.size(1), kb = s.size(1);
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t col = 0; col < k; ++col) v[r * k + col] *= s.data<float>()[(r / 128) * kb + col / 128];
-    }
-    return v;
-  }
-
-  // y = W x for W [N, K] stored row-major.
-  Vec matvec(const std::string& name, const Vec& x) {
-    const Vec w = weight(name);
-    const int64_t k = static_cast<int64_t>(x.size()), n = static_cast<int64_t>(w.size()) / k;
-    Vec y(n, 0.0);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t col = 0; col < k; ++col) y[r] += w[r * k + col] * x[col];
-    return y;
-  }
-
-  // Plain RMSNorm (§0.1): x / sqrt(mean(x^2) + eps) * w.
+  Vec weight(const std::string& name) { return checkpoint_weight(ckpt_, name); }
+  Vec matvec(const std::string& name, const Vec& x) { return kiln::testing::matvec(weight(name), x); }
   Vec rms_norm(const Vec& x, const Vec& w, size_t begin = 0) const {
-    const size_t n = w.size();
-    double ss = 0.0;
-    for (size_t i = 0; i < n; ++i) ss += x[begin + i] * x[begin + i];
-    const double inv = 1.0 / std::sqrt(ss / n + c_.norm_eps);
-    Vec y(n);
-    for (size_t i = 0; i < n; ++i) y[i] = x[begin + i] * inv * w[i];
-    return y;
+    return kiln::testing::rms_norm(x, w, c_.norm_eps, 0.0, begin);
   }
   std::vector<Vec> norm_rows(const std::vector<Vec>& x, const Vec& w) const {
-    std::vector<Vec> y;
-    for (const Vec& row : x) y.push_back(rms_norm(row, w));
-    return y;
+    return kiln::testing::norm_rows(x, w, c_.norm_eps, 0.0);
   }
-  static void add_rows(std::vector<Vec>& x, const std::vector<Vec>& y) {
-    for (size_t t = 0; t < x.size(); ++t)
-      for (size_t i = 0; i < x[t].size(); ++i) x[t][i] += y[t][i];
-  }
-
-  // RoPE, rotate_half (§0.2): pairs (i, i + d/2), angle pos * theta^(-2i/d).
-  void rope(Vec& head, int64_t pos) const {
-    const int64_t d = c_.head_dim, half = d / 2;
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = pos * std::pow(c_.rope_theta, -2.0 * i / d);
-      const double a = head[i], b = head[i + half];
-      head[i] = a * std::cos(angle) - b * std::sin(angle);
-      head[i + half] = b * std::cos(angle) + a * std::sin(angle);
-    }
-  }
+  void rope(Vec& head, int64_t pos) const { kiln::testing::rope(head, pos, c_.head_dim, c_.rope_theta); }
 
   // GQA causal attention with per-head q/k norms (§0.3, §1.2 steps 2-6, §3.2).
   std::vector<Vec> attention(const std::vector<Vec>& h, const std::string& p) {
@@ -227,23 +182,6 @@ class ReferenceModel {
   Checkpoint ckpt_;
   bool lfm2_;
 };
-
-Tensor to_tensor(const std::vector<Vec>& rows) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
-  float* p = t.data<float>();
-  for (const Vec& row : rows)
-    for (double v : row) *p++ = static_cast<float>(v);
-  return t;
-}
-
-const std::vector<int32_t> kPrompt = {17, 3, 250, 101, 42, 7, 311, 5, 64, 198};
-
-LoadOptions float32_options() {
-  LoadOptions o;
-  o.weights = WeightFormat::Float32;
-  o.cache_dtype = DType::Float32;
-  return o;
-}
 
 class LlmModel : public ::testing::TestWithParam<std::string> {};
 
