@@ -166,8 +166,26 @@ def _summarized(values):
     return values
 
 
-def _host_values(tensor):
-    """A numpy view (or a widened copy) of the tensor's values."""
+def _edges_only(tensor):
+    """Every dim longer than 2 * edgeitems cut to its edges plus one element between them.
+
+    The printer shows only the edges of such a dim and never reads the middle element,
+    which only keeps the dim longer than 2 * edgeitems so the "..." still appears. Done
+    before the copy to the host and the widening of bfloat16/float16/fp8, so a large
+    tensor's repr copies a few hundred elements, not all of them.
+    """
+    edge = PRINT_OPTS.edgeitems
+    for axis in range(tensor.dim()):
+        size = tensor.shape[axis]
+        if size > 2 * edge + 1:
+            tensor = _kiln.cat([tensor.narrow(axis, 0, edge + 1), tensor.narrow(axis, size - edge, edge)], axis)
+    return tensor
+
+
+def _host_values(tensor, summarize):
+    """A numpy view (or a widened copy) of the values the print shows."""
+    if summarize:
+        tensor = _edges_only(tensor)
     tensor = tensor.cpu()
     if tensor.dtype in _WIDENED:
         tensor = tensor.to(_kiln.float32)
@@ -178,7 +196,7 @@ def _tensor_str(tensor, indent):
     if tensor.numel() == 0:
         return "[]"
     summarize = tensor.numel() > PRINT_OPTS.threshold
-    values = _host_values(tensor)
+    values = _host_values(tensor, summarize)
     shown = _summarized(values) if summarize else values
     if values.dtype.kind == "c":
         return _nested_str(values, indent, summarize, _Formatter(shown.real), _Formatter(shown.imag))

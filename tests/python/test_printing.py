@@ -97,3 +97,16 @@ def test_repr_shows_requires_grad_and_grad_fn_as_pytorch():
     out = leaf * 2
     assert re.fullmatch(r"tensor\(\[2\., 4\.\], grad_fn=<MulBackward\d>\)", repr(out)), repr(out)
     assert repr(leaf.detach()) == "tensor([1., 2.])"
+
+
+def test_summarised_repr_copies_only_the_edges():
+    # A 32 MB bfloat16 tensor: widening it all to float32 would allocate 64 MB.
+    x = kiln.arange(0, 16_000_000, dtype=kiln.float32).reshape(4000, 4000).to(kiln.bfloat16)
+    kiln.reset_peak_memory_stats()
+    before = kiln.memory_allocated()
+    text = repr(x)
+    assert kiln.max_memory_allocated() - before < (1 << 20)
+    # The same text as the widened tensor's (which holds the same values) but the dtype.
+    widened = repr(x.to(kiln.float32))
+    assert text == widened[:-1] + ", dtype=kiln.bfloat16)"
+    assert "..." in text
