@@ -177,7 +177,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
   check_rank(input, "gather");
   dim = wrap_dim(dim, input.dim(), "gather");
   const Tensor in1 = at_least_1d(input), index1 = at_least_1d(index);
-  Tensor out = Tensor::empty(index.sizes(), input.dtype(), kCPU, "gather");
+  Tensor out = Tensor::empty(index.sizes(), input.dtype(), input.device(), "gather");
   if (index.numel() == 0) return out;
   KILN_CHECK(in1.dim() == index1.dim(), "gather",
              "Index tensor must have the same number of dimensions as input tensor (index {}, input {})",
@@ -328,7 +328,7 @@ Tensor masked_fill(const Tensor& input, const Tensor& mask, const Scalar& value)
              "tensors with more than {} dims are not supported (got {})", backend::kMaxLoopDims, shape.size());
   check_fill_value(value, input.dtype(), "masked_fill");
   const Tensor fill = scalar_tensor(value, input.dtype());
-  Tensor out = Tensor::empty(shape, input.dtype(), kCPU, "masked_fill");
+  Tensor out = Tensor::empty(shape, input.dtype(), input.device(), "masked_fill");
   const Tensor input_full = input.expand(shape);
   const Tensor mask_full = mask.expand(shape);
   kernels_on(input, "masked_fill").masked_fill(current_context(), {out, input_full, mask_full, fill});

@@ -9,6 +9,7 @@
 #include "kiln/ops/index.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/reduce.h"
+#include "kiln/ops/shape.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -78,7 +79,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
   const Tensor ignored = eq(target, Scalar(ignore_index));
   const Tensor safe_target = where(ignored, Scalar(int64_t{0}), target.to(DType::Int64));
   if (safe_target.numel() > 0) {
-    const int64_t lo = amin(safe_target).item().to_int64(), hi = amax(safe_target).item().to_int64();
+    // Both bounds come to the host in one read (one wait on a device).
+    const Tensor bounds = cat({amin(safe_target).reshape({1}), amax(safe_target).reshape({1})}, 0).to(kCPU);
+    const int64_t lo = bounds.data<int64_t>()[0], hi = bounds.data<int64_t>()[1];
     KILN_CHECK_KIND(lo >= 0 && hi < C, Index, op, "Target {} is out of bounds.", lo < 0 ? lo : hi);
   }
   // -log p[target] per position, weighted; ignored positions weigh 0.
@@ -109,8 +112,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, std::string_view redu
   check_defined(input, op, "input");
   check_defined(target, op, "target");
   const Reduction red = parse_reduction(op, reduction);
-  Tensor d = sub(input, target);
-  Tensor sq = mul(d, d);
+  Tensor sq = square(sub(input, target));
   if (red == Reduction::None) return sq;
   return red == Reduction::Sum ? sum(sq) : mean(sq);
 }
