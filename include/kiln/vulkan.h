@@ -12,6 +12,8 @@
 
 namespace kiln {
 
+class Tensor;
+
 struct VulkanDeviceInfo {
   std::string name;         // "llvmpipe (LLVM 15.0.6, 256 bits)"
   std::string type;         // "discrete GPU", "integrated GPU", "CPU", ...
@@ -62,12 +64,64 @@ struct VulkanQueueStats {
 };
 VulkanQueueStats vulkan_queue_stats();
 
-// A point in the device's command stream, like torch.cuda.Event: record() marks it after
-// everything queued so far (and submits the open batch); query() says whether the device
-// has passed it; synchronize() waits for it; elapsed_time() is the device time between
-// two recorded events in milliseconds, from timestamps the device writes (needs
-// enable_timing on both). kiln has one command stream per device today, so wait() (a
-// device-side wait) has nothing to order and returns at once.
+class VulkanEvent;
+
+// A command stream of the Vulkan device, like torch.cuda.Stream. Work queued on one
+// stream runs in order; work on different streams is unordered unless an event orders
+// it (wait_event / wait_stream). Stream 0 is the default stream; `create()` hands out
+// streams 1..31 in turn from a pool that lives as long as the process (PyTorch's pool
+// of side streams works the same way), so a stream object is just its id.
+// Today every stream submits to the device's first compute queue: they are ordered
+// correctly, but do not yet run concurrently with each other.
+class VulkanStream {
+ public:
+  static constexpr int kPoolSize = 32;
+  static VulkanStream default_stream() { return VulkanStream(0); }
+  static VulkanStream create();
+  // The calling thread's current stream (the default one unless a VulkanStreamGuard says).
+  static VulkanStream current();
+
+  int id() const { return id_; }
+  // Whether all work queued on the stream so far has finished (never waits).
+  bool query() const;
+  // Blocks until all work queued on the stream so far has finished.
+  void synchronize() const;
+  // Work queued on this stream from now on waits, on the device, for `event`'s point.
+  void wait_event(const VulkanEvent& event) const;
+  // The same for everything queued on `other` so far.
+  void wait_stream(const VulkanStream& other) const;
+  bool operator==(const VulkanStream& o) const { return id_ == o.id_; }
+
+ private:
+  explicit VulkanStream(int id) : id_(id) {}
+  int id_ = 0;
+};
+
+// Makes `stream` the calling thread's current stream until it goes out of scope
+// (`with kiln.vulkan.stream(s):`); guards nest.
+class VulkanStreamGuard {
+ public:
+  explicit VulkanStreamGuard(const VulkanStream& stream);
+  ~VulkanStreamGuard();
+  VulkanStreamGuard(const VulkanStreamGuard&) = delete;
+  VulkanStreamGuard& operator=(const VulkanStreamGuard&) = delete;
+
+ private:
+  int previous_;
+};
+
+// Tensor.record_stream: the device memory of `t` is in use by work queued on `stream`,
+// so when `t`'s storage is freed the allocator reuses the block only after the work
+// queued on `stream` by then has finished (a block is otherwise reused at once by
+// later work of the stream that allocated it, which runs after its earlier readers).
+void vulkan_record_stream(const Tensor& t, const VulkanStream& stream);
+
+// A point in a stream, like torch.cuda.Event: record() marks it after everything queued
+// so far on a stream (the current one by default) and submits that stream's open batch;
+// query() says whether the device has passed it; synchronize() waits for it; wait()
+// makes later work of a stream wait for it on the device; elapsed_time() is the device
+// time between two recorded events in milliseconds, from timestamps the device writes
+// (needs enable_timing on both).
 class VulkanEvent {
  public:
   explicit VulkanEvent(bool enable_timing = false);
@@ -76,11 +130,15 @@ class VulkanEvent {
   VulkanEvent& operator=(const VulkanEvent&) = delete;
 
   void record();
+  void record(const VulkanStream& stream);
   bool query() const;
   void synchronize() const;
-  void wait() const {}
+  void wait() const { wait(VulkanStream::current()); }
+  void wait(const VulkanStream& stream) const;
   double elapsed_time(const VulkanEvent& end) const;
   bool enable_timing() const { return timing_; }
+  bool recorded() const { return recorded_; }
+  int slot() const { return slot_; }
 
  private:
   int slot_ = -1;

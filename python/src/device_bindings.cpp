@@ -2,6 +2,7 @@
 // memory statistics, the availability report), shaped like torch.device and torch.cuda.
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -72,21 +73,58 @@ void bind_devices(py::module_& m) {
   vulkan.def("memory_reserved", [] { return vulkan_memory_stats().reserved_bytes; });
   vulkan.def("reset_peak_memory_stats", &vulkan_reset_peak_memory_stats);
   vulkan.def("empty_cache", &vulkan_empty_cache, py::call_guard<py::gil_scoped_release>());
-  // torch.cuda.Event's shape; kiln has one command stream per device, so `stream`
-  // arguments are accepted for compatibility and must be None.
-  const auto no_stream = [](const py::object& stream) {
-    if (!stream.is_none()) throw py::value_error("Event: kiln has no Vulkan streams yet; pass stream=None");
+  // torch.cuda.Stream / Event / stream(...)'s shapes.
+  py::class_<VulkanStream>(vulkan, "Stream")
+      .def(py::init([] { return VulkanStream::create(); }),
+           "A side stream from the device's pool (streams 1..31 in turn, as PyTorch's pool)")
+      .def_property_readonly("id", &VulkanStream::id)
+      .def_property_readonly("device", [](const VulkanStream&) { return Device{DeviceType::Vulkan, 0}; })
+      .def("query", &VulkanStream::query, "Whether all work queued on the stream has finished")
+      .def("synchronize", &VulkanStream::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("wait_event", &VulkanStream::wait_event, py::arg("event"))
+      .def("wait_stream", &VulkanStream::wait_stream, py::arg("stream"))
+      .def("record_event",
+           [](const VulkanStream& s, VulkanEvent* event) {
+             auto owned = event == nullptr ? std::make_unique<VulkanEvent>() : nullptr;
+             VulkanEvent& e = event != nullptr ? *event : *owned;
+             e.record(s);
+             return owned ? py::cast(std::move(owned)) : py::cast(event, py::return_value_policy::reference);
+           },
+           py::arg("event") = nullptr, "Records `event` (a new one when None) on this stream and returns it")
+      .def("__eq__", [](const VulkanStream& a, const VulkanStream& b) { return a == b; })
+      .def("__hash__", [](const VulkanStream& s) { return py::hash(py::int_(s.id())); })
+      .def("__repr__", [](const VulkanStream& s) {
+        return "<kiln.vulkan.Stream device=vulkan:0 id=" + std::to_string(s.id()) + ">";
+      });
+  vulkan.def("current_stream", [] { return VulkanStream::current(); }, "The calling thread's current stream");
+  vulkan.def("default_stream", [] { return VulkanStream::default_stream(); });
+  // `with kiln.vulkan.stream(s):` (s None: no change, as PyTorch).
+  struct StreamContext {
+    std::optional<VulkanStream> stream;
+    std::unique_ptr<VulkanStreamGuard> guard;
   };
+  py::class_<StreamContext>(vulkan, "StreamContext")
+      .def("__enter__", [](StreamContext& c) {
+        if (c.stream) c.guard = std::make_unique<VulkanStreamGuard>(*c.stream);
+        return c.stream;
+      })
+      .def("__exit__", [](StreamContext& c, const py::args&) { c.guard.reset(); });
+  vulkan.def("stream", [](std::optional<VulkanStream> s) { return StreamContext{s, nullptr}; }, py::arg("stream"),
+             "Makes `stream` the current stream inside a with block");
+  const auto stream_or_current = [](const std::optional<VulkanStream>& s) { return s ? *s : VulkanStream::current(); };
   py::class_<VulkanEvent>(vulkan, "Event")
       .def(py::init<bool>(), py::arg("enable_timing") = false)
-      .def("record", [no_stream](VulkanEvent& e, const py::object& stream) { no_stream(stream); e.record(); },
+      .def("record", [stream_or_current](VulkanEvent& e, std::optional<VulkanStream> s) { e.record(stream_or_current(s)); },
            py::arg("stream") = py::none())
-      .def("wait", [no_stream](VulkanEvent& e, const py::object& stream) { no_stream(stream); e.wait(); },
+      .def("wait", [stream_or_current](VulkanEvent& e, std::optional<VulkanStream> s) { e.wait(stream_or_current(s)); },
            py::arg("stream") = py::none())
       .def("query", &VulkanEvent::query)
       .def("synchronize", &VulkanEvent::synchronize, py::call_guard<py::gil_scoped_release>())
       .def("elapsed_time", &VulkanEvent::elapsed_time, py::arg("end_event"))
       .def_property_readonly("enable_timing", &VulkanEvent::enable_timing);
+  tensor.def("record_stream", [](const Tensor& t, const VulkanStream& s) { vulkan_record_stream(t, s); },
+             py::arg("stream"),
+             "The tensor's memory is in use by `stream`: it is reused only after the work queued there has run");
 }
 
 }  // namespace kiln::python

@@ -2,11 +2,13 @@
 // built (core/device_runtime.h).
 #include "core/device_runtime.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "kiln/device.h"
 #include "kiln/error.h"
+#include "kiln/tensor.h"
 
 namespace kiln {
 
@@ -71,15 +73,55 @@ const DeviceRuntime& event_runtime(const char* op) {
 }
 }  // namespace
 
+namespace {
+thread_local int current_stream = 0;
+std::atomic<int> next_side_stream{0};
+}  // namespace
+
+int current_vulkan_stream() { return current_stream; }
+
+VulkanStream VulkanStream::create() {
+  // Round robin over the side streams 1 .. kPoolSize - 1, as PyTorch's stream pool.
+  return VulkanStream(1 + next_side_stream.fetch_add(1, std::memory_order_relaxed) % (kPoolSize - 1));
+}
+VulkanStream VulkanStream::current() { return VulkanStream(current_stream); }
+bool VulkanStream::query() const { return event_runtime("Stream.query").stream_query(id_); }
+void VulkanStream::synchronize() const { event_runtime("Stream.synchronize").stream_synchronize(id_); }
+void VulkanStream::wait_event(const VulkanEvent& event) const { event.wait(*this); }
+void VulkanStream::wait_stream(const VulkanStream& other) const {
+  if (other == *this) return;
+  VulkanEvent mark;
+  mark.record(other);
+  mark.wait(*this);
+}
+
+VulkanStreamGuard::VulkanStreamGuard(const VulkanStream& stream) : previous_(current_stream) {
+  current_stream = stream.id();
+}
+VulkanStreamGuard::~VulkanStreamGuard() { current_stream = previous_; }
+
+void vulkan_record_stream(const Tensor& t, const VulkanStream& stream) {
+  const char* op = "record_stream";
+  KILN_CHECK(t.device().type == DeviceType::Vulkan, op, "expected a tensor on vulkan:0, got one on {}",
+             t.device().str());
+  if (t.storage()->data == nullptr) return;  // nothing allocated (an empty tensor)
+  event_runtime(op).record_stream(t.storage()->data, stream.id());
+}
+
 VulkanEvent::VulkanEvent(bool enable_timing) : timing_(enable_timing) {
   slot_ = event_runtime("Event").event_create();
 }
 VulkanEvent::~VulkanEvent() {
   if (slot_ >= 0) vulkan_runtime()->event_destroy(slot_);
 }
-void VulkanEvent::record() {
-  event_runtime("Event.record").event_record(slot_);
+void VulkanEvent::record() { record(VulkanStream::current()); }
+void VulkanEvent::record(const VulkanStream& stream) {
+  event_runtime("Event.record").event_record(slot_, stream.id());
   recorded_ = true;
+}
+// An event never recorded is a point already passed: waiting for it does nothing (PyTorch).
+void VulkanEvent::wait(const VulkanStream& stream) const {
+  if (recorded_) event_runtime("Event.wait").event_wait(slot_, stream.id());
 }
 bool VulkanEvent::query() const { return !recorded_ || event_runtime("Event.query").event_query(slot_); }
 void VulkanEvent::synchronize() const {

@@ -25,11 +25,21 @@ struct DeviceRuntime {
   // Events (kiln/vulkan.h): a slot of the device's timestamp queries per live event.
   int (*event_create)() = nullptr;
   void (*event_destroy)(int slot) = nullptr;
-  void (*event_record)(int slot) = nullptr;
+  void (*event_record)(int slot, int stream) = nullptr;
+  void (*event_wait)(int slot, int stream) = nullptr;
   bool (*event_query)(int slot) = nullptr;
   void (*event_synchronize)(int slot) = nullptr;
   double (*event_elapsed_ms)(int start, int end) = nullptr;
+  // Streams (kiln/vulkan.h VulkanStream): ids 0 .. kPoolSize - 1.
+  bool (*stream_query)(int stream) = nullptr;
+  void (*stream_synchronize)(int stream) = nullptr;
+  // The block at `address` (a device allocation) is in use by `stream`'s queued work.
+  void (*record_stream)(const void* address, int stream) = nullptr;
 };
+
+// The calling thread's current Vulkan stream id (VulkanStreamGuard sets it); the backend
+// records kernels and allocates memory for this stream.
+int current_vulkan_stream();
 
 inline KernelTable<DeviceRuntime> device_runtimes{"device runtime"};
 

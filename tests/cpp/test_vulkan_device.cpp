@@ -236,6 +236,93 @@ TEST_F(VulkanDevice, EventsMarkCompletionAndTimeTheDevice) {
   expect_error([&] { (void)untimed.elapsed_time(end); }, ErrorKind::Runtime, "enable_timing=True");
 }
 
+TEST_F(VulkanDevice, StreamsComeFromAPoolAndGuardsSetTheCurrentOne) {
+  EXPECT_EQ(VulkanStream::current(), VulkanStream::default_stream());
+  EXPECT_EQ(VulkanStream::default_stream().id(), 0);
+  const VulkanStream s = VulkanStream::create(), t = VulkanStream::create();
+  EXPECT_GE(s.id(), 1);
+  EXPECT_LT(s.id(), VulkanStream::kPoolSize);
+  EXPECT_NE(s, t);
+  {
+    VulkanStreamGuard outer(s);
+    EXPECT_EQ(VulkanStream::current(), s);
+    {
+      VulkanStreamGuard inner(t);
+      EXPECT_EQ(VulkanStream::current(), t);
+    }
+    EXPECT_EQ(VulkanStream::current(), s);
+  }
+  EXPECT_EQ(VulkanStream::current(), VulkanStream::default_stream());
+}
+
+// A producer on a side stream, a consumer on the default stream ordered by an event:
+// the consumer sees the producer's result, and each stream's query and synchronize see
+// its own work.
+TEST_F(VulkanDevice, EventsOrderWorkAcrossStreams) {
+  const Tensor x = randn({4096}).to(kVulkan);
+  const VulkanStream side = VulkanStream::create();
+  Tensor y;
+  VulkanEvent produced;
+  // x's upload is queued on the default stream: the side stream must wait for it (as
+  // with PyTorch's streams, nothing orders two streams but events).
+  side.wait_stream(VulkanStream::current());
+  {
+    VulkanStreamGuard on_side(side);
+    y = mul(x, Scalar(3.0));
+    for (int i = 0; i < 20; ++i) y = add(y, Scalar(1.0));
+    produced.record();
+  }
+  produced.wait();  // the default stream waits, on the device
+  const Tensor z = sub(y, Scalar(20.0));
+  const Tensor expected = mul(x.to(kCPU), Scalar(3.0));
+  const Tensor got = z.to(kCPU);
+  for (int64_t i = 0; i < got.numel(); ++i) ASSERT_NEAR(got.data<float>()[i], expected.data<float>()[i], 1e-4);
+  side.synchronize();
+  EXPECT_TRUE(side.query());
+  EXPECT_TRUE(produced.query());
+  // wait_stream is an event on the other stream's current end.
+  const VulkanStream other = VulkanStream::create();
+  other.wait_stream(VulkanStream::current());
+  {
+    VulkanStreamGuard on_other(other);
+    y = add(y, Scalar(1.0));
+  }
+  VulkanStream::default_stream().wait_stream(other);
+  EXPECT_NEAR(sub(y, z).to(kCPU).data<float>()[0], 21.0, 1e-4);
+}
+
+// Blocks go back to the stream they were allocated for; one that another stream also
+// used (record_stream) is reused only once that stream's work has run.
+TEST_F(VulkanDevice, RecordStreamDelaysReuseUntilTheOtherStreamIsDone) {
+  const VulkanStream side = VulkanStream::create();
+  const int64_t n = (6 << 20) / 4;  // a chunk of its own: the address says which block
+  const void* first = nullptr;
+  {
+    const Tensor t = Tensor::empty({n}, DType::Float32, kVulkan);
+    first = t.data_ptr();
+  }
+  {
+    // A block freed by the default stream is not handed to another stream.
+    VulkanStreamGuard on_side(side);
+    const Tensor u = Tensor::empty({n}, DType::Float32, kVulkan);
+    EXPECT_NE(u.data_ptr(), first);
+  }
+  {
+    const Tensor again = Tensor::empty({n}, DType::Float32, kVulkan);
+    ASSERT_EQ(again.data_ptr(), first);  // the default stream's own cached block
+    {
+      VulkanStreamGuard on_side(side);
+      (void)mul(again.view({n}), Scalar(2.0));
+    }
+    vulkan_record_stream(again, side);
+  }
+  side.synchronize();
+  const Tensor later = Tensor::empty({n}, DType::Float32, kVulkan);
+  EXPECT_EQ(later.data_ptr(), first);  // the side stream finished: the block is back
+  expect_error([] { vulkan_record_stream(empty({2}), VulkanStream::default_stream()); }, ErrorKind::Runtime,
+               "expected a tensor on vulkan:0");
+}
+
 TEST_F(VulkanDevice, KernelsAreSubmittedInBatchesAndTheHostWaitsOnlyToRead) {
   Tensor a = randn({1000}).to(kVulkan);
   const Tensor b = randn({1000}).to(kVulkan);

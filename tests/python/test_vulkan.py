@@ -118,3 +118,30 @@ def test_index_tensor_on_another_device_is_refused_and_device_tensors_print():
     with pytest.raises(RuntimeError, match="same device"):
         x[kiln.tensor([1, 2]).to("vulkan")]
     assert repr(x.to("vulkan")) == "tensor([0., 1., 2., 3., 4., 5.], device='vulkan:0')"
+
+
+@needs_vulkan
+def test_streams_events_and_record_stream_as_pytorch():
+    assert kiln.vulkan.current_stream() == kiln.vulkan.default_stream()
+    side = kiln.vulkan.Stream()
+    assert side != kiln.vulkan.default_stream() and "id=" in repr(side)
+    x = kiln.from_numpy(np.arange(1000, dtype=np.float32)).to("vulkan")
+    side.wait_stream(kiln.vulkan.current_stream())  # x's upload was queued on the default stream
+    with kiln.vulkan.stream(side):
+        assert kiln.vulkan.current_stream() == side
+        y = x * 2.0 + 1.0
+        done = side.record_event()
+    assert kiln.vulkan.current_stream() == kiln.vulkan.default_stream()
+    kiln.vulkan.current_stream().wait_event(done)
+    np.testing.assert_allclose((y - 1.0).cpu().numpy(), np.arange(1000, dtype=np.float32) * 2.0)
+    y.record_stream(side)
+    side.synchronize()
+    assert side.query() and done.query()
+    e = kiln.vulkan.Event()
+    e.record(side)
+    e.wait()  # the current stream waits on the device
+    e.synchronize()
+    with kiln.vulkan.stream(None):
+        assert kiln.vulkan.current_stream() == kiln.vulkan.default_stream()
+    with pytest.raises(RuntimeError, match="expected a tensor on vulkan:0"):
+        kiln.zeros(2).record_stream(side)

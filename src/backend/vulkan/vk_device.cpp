@@ -136,6 +136,7 @@ VulkanDeviceInfo describe(VkPhysicalDevice d) {
   if (compute_family(d) < 0) missing.push_back("a compute queue");
   if (api12 && !f11.storageBuffer16BitAccess) missing.push_back("storageBuffer16BitAccess");
   if (api12 && !f12.storageBuffer8BitAccess) missing.push_back("storageBuffer8BitAccess");
+  if (api12 && !f12.timelineSemaphore) missing.push_back("timelineSemaphore");
   if (!has_extension(device_extensions(d), VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
     missing.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   const VkSubgroupFeatureFlags needed = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
@@ -228,6 +229,7 @@ bool create_device(State& s, int index, std::string& why) {
   f11.storageBuffer16BitAccess = VK_TRUE;
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.storageBuffer8BitAccess = VK_TRUE;
+  f12.timelineSemaphore = VK_TRUE;  // streams wait on each other's (a Vulkan 1.2 core feature)
   f11.pNext = &f12;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.pNext = &f11;

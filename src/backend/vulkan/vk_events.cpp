@@ -26,6 +26,7 @@ class EventPool {
     check(vk.vkCreateQueryPool(ctx.device, &info, nullptr, &pool_), "Event", "vkCreateQueryPool");
     for (uint32_t i = kMaxEvents; i-- > 0;) free_.push_back(static_cast<int>(i));
     serial_.assign(kMaxEvents, 0);
+    stream_.assign(kMaxEvents, 0);
   }
 
   int create() {
@@ -41,8 +42,10 @@ class EventPool {
     free_.push_back(slot);
   }
 
-  void record(int slot) {
-    Recorder& r = recorder();
+  // The batch is submitted at once, so a wait on the event is never submitted before
+  // the signal it waits for.
+  void record(int slot, int stream) {
+    Recorder& r = recorder_of(stream);
     auto lock = r.lock();
     VkCommandBuffer cb = r.begin_command();
     vk.vkCmdResetQueryPool(cb, pool_, static_cast<uint32_t>(slot), 1);
@@ -50,14 +53,29 @@ class EventPool {
     r.end_command();
     r.flush();
     serial_[slot] = r.last_submitted();
+    stream_[slot] = stream;
+  }
+
+  // Later work of `stream` waits for the recording stream's timeline to reach the batch.
+  void wait(int slot, int stream) {
+    const VkSemaphore signal = recorder_of(stream_[slot]).timeline();
+    Recorder& r = recorder_of(stream);
+    auto lock = r.lock();
+    r.wait_on(signal, serial_[slot]);
   }
 
   // Whether the batch holding the event's last record() has completed: a query result
   // alone could be an earlier record's, still available until the reset runs.
   bool complete(int slot) {
-    Recorder& r = recorder();
+    Recorder& r = recorder_of(stream_[slot]);
     auto lock = r.lock();
     return r.is_complete(serial_[slot]);
+  }
+
+  void synchronize(int slot) {
+    Recorder& r = recorder_of(stream_[slot]);
+    auto lock = r.lock();
+    if (!r.is_complete(serial_[slot])) r.wait_all();
   }
 
   // The timestamp, or false while the device has not reached it.
@@ -89,6 +107,7 @@ class EventPool {
   std::mutex mutex_;
   std::vector<int> free_;
   std::vector<uint64_t> serial_;  // per slot: the batch its last record() went out in
+  std::vector<int> stream_;       // per slot: the stream of that batch
 };
 
 EventPool& events() {
@@ -100,11 +119,10 @@ EventPool& events() {
 
 int event_create() { return events().create(); }
 void event_destroy(int slot) { events().destroy(slot); }
-void event_record(int slot) { events().record(slot); }
+void event_record(int slot, int stream) { events().record(slot, stream); }
+void event_wait(int slot, int stream) { events().wait(slot, stream); }
 bool event_query(int slot) { return events().complete(slot); }
-void event_synchronize(int slot) {
-  if (!event_query(slot)) wait_for_device();
-}
+void event_synchronize(int slot) { events().synchronize(slot); }
 double event_elapsed_ms(int start, int end) { return events().elapsed_ms(start, end); }
 
 }  // namespace kiln::vulkan

@@ -70,7 +70,8 @@ namespace kiln::vulkan {
   X(vkDestroyQueryPool)              \
   X(vkCmdResetQueryPool)             \
   X(vkCmdWriteTimestamp)             \
-  X(vkGetQueryPoolResults)
+  X(vkGetQueryPoolResults)           \
+  X(vkCreateSemaphore)
 
 #define KILN_VK_DECLARE(name) PFN_##name name = nullptr;
 

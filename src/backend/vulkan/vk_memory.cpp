@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backend/vulkan/vk_recorder.h"
+#include "core/device_runtime.h"
 #include "kiln/error.h"
 
 namespace kiln::vulkan {
@@ -80,7 +81,7 @@ AddressSpace& address_space() {
 
 }  // namespace
 
-MemoryPool::MemoryPool(Context& ctx, Kind kind) : ctx_(ctx), kind_(kind) {
+MemoryPool::MemoryPool(Context& ctx, Kind kind) : ctx_(ctx), kind_(kind), free_(VulkanStream::kPoolSize) {
   // The memory types a storage/transfer buffer may use, from a probe buffer.
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = 4096;
@@ -165,7 +166,8 @@ void* MemoryPool::carve(size_t size) {
     if (fresh == nullptr) return nullptr;
     // The full chunk's rest serves smaller requests from the free list.
     if (current_ != nullptr && current_->carved < current_->size) {
-      free_.emplace(current_->size - current_->carved, std::make_pair(current_->address + current_->carved, current_));
+      free_list(0).emplace(current_->size - current_->carved,
+                           std::make_pair(current_->address + current_->carved, current_));
       current_->carved = current_->size;
     }
     current_ = fresh;
@@ -181,15 +183,18 @@ void* MemoryPool::allocate(size_t nbytes) {
   size_t size = round_size(nbytes);
   size = (size + alignment_ - 1) / alignment_ * alignment_;
   ++stats_.num_allocs;
+  if (!pending_.empty()) collect_pending();
+  const int stream = kind_ == Kind::Device ? current_vulkan_stream() : 0;
+  FreeList& list = free_list(stream);
   // Best fit, never much bigger than asked (as the CPU allocator).
-  auto it = free_.lower_bound(size);
+  auto it = list.lower_bound(size);
   const size_t max_block = size < kLargeThreshold ? 2 * size : size + size / 8;
   char* p = nullptr;
-  Block block{size, nullptr};
-  if (it != free_.end() && it->first <= max_block) {
+  Block block{size, nullptr, stream};
+  if (it != list.end() && it->first <= max_block) {
     p = it->second.first;
-    block = Block{it->first, it->second.second};
-    free_.erase(it);
+    block = Block{it->first, it->second.second, stream};
+    list.erase(it);
     ++stats_.num_cache_hits;
   } else if (size < kOwnChunkBytes && size <= shared_chunk_bytes_) {
     p = static_cast<char*>(carve(size));
@@ -214,17 +219,61 @@ void* MemoryPool::allocate(size_t nbytes) {
 
 void MemoryPool::free(void* address) {
   if (address == nullptr) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   auto it = live_.find(static_cast<char*>(address));
   if (it == live_.end()) return;
   const Block block = it->second;
   live_.erase(it);
-  --block.chunk->blocks_in_use;
   stats_.allocated_bytes -= static_cast<int64_t>(block.size);
+  // Runs in destructors: on any failure below the block stays unused in its chunk (its
+  // chunk then stays reserved), which is safe.
   try {
-    free_.emplace(block.size, std::make_pair(static_cast<char*>(address), block.chunk));
-  } catch (const std::bad_alloc&) {
-    // Runs in destructors: a block the free list cannot take stays unused in its chunk.
+    if (block.other_uses == 0) {
+      --block.chunk->blocks_in_use;
+      free_list(block.stream).emplace(block.size, std::make_pair(static_cast<char*>(address), block.chunk));
+      return;
+    }
+    // The other streams' queued work may still read it: note how far each has submitted
+    // (the recorders' locks are taken outside the pool's, the order allocate() uses).
+    lock.unlock();
+    Pending pending{static_cast<char*>(address), block, {}};
+    for (int s = 0; s < VulkanStream::kPoolSize; ++s) {
+      if (!(block.other_uses & (1u << s))) continue;
+      Recorder& r = recorder_of(s);
+      auto recording = r.lock();
+      r.flush();
+      pending.marks.emplace_back(s, r.last_submitted());
+    }
+    lock.lock();
+    pending_.push_back(std::move(pending));
+  } catch (...) {
+  }
+}
+
+void MemoryPool::record_stream(const void* address, int stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(static_cast<char*>(const_cast<void*>(address)));
+  KILN_CHECK(it != live_.end(), "record_stream", "the tensor's memory is not a live Vulkan allocation");
+  if (stream != it->second.stream) it->second.other_uses |= 1u << stream;
+}
+
+void MemoryPool::collect_pending() {
+  for (size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
+    bool done = true;
+    for (const auto& [stream, serial] : p.marks) {
+      Recorder& r = recorder_of(stream);
+      auto recording = r.lock();
+      done = done && r.is_complete(serial);
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    --p.block.chunk->blocks_in_use;
+    free_list(p.block.stream).emplace(p.block.size, std::make_pair(p.address, p.block.chunk));
+    pending_[i] = std::move(pending_.back());
+    pending_.pop_back();
   }
 }
 
@@ -253,11 +302,14 @@ void MemoryPool::reset_peak() {
 
 void MemoryPool::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto it = free_.begin(); it != free_.end();) {
-    if (it->second.second->blocks_in_use > 0) {
-      ++it;
-    } else {
-      it = free_.erase(it);
+  collect_pending();
+  for (FreeList& list : free_) {
+    for (auto it = list.begin(); it != list.end();) {
+      if (it->second.second->blocks_in_use > 0) {
+        ++it;
+      } else {
+        it = list.erase(it);
+      }
     }
   }
   for (auto it = chunks_.begin(); it != chunks_.end();) {

@@ -7,9 +7,12 @@
 // address space, so a device tensor's data_ptr() is unique, resolves to (buffer,
 // offset) for binding, and faults at once if host code ever dereferences it.
 //
-// Reuse is safe without waiting: every command runs on one queue behind a full barrier
-// (vk_recorder.h), so a block freed while a kernel that reads it is still queued is only
-// written again by commands that run after that kernel.
+// Reuse is safe without waiting: a freed block goes back to the free list of the stream
+// it was allocated on (kiln/vulkan.h VulkanStream) and is handed out again only to that
+// stream, whose later commands run after the earlier ones that read it (vk_recorder.h).
+// A block that other streams use too (record_stream) waits in a pending list until the
+// work those streams had queued when it was freed has finished. Staging blocks are freed
+// only once their copy has run, so they have one free list.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +47,8 @@ class MemoryPool {
   // Null when the device refuses (the caller may release the cache and retry).
   void* allocate(size_t nbytes);
   void free(void* address);
+  // The block holding `address` is also in use by `stream`'s queued work.
+  void record_stream(const void* address, int stream);
   // Throws a kiln::Error naming `op` when the address is not a block of this pool.
   BufferSpan resolve(const void* address, const char* op) const;
   AllocatorStats stats() const;
@@ -66,6 +71,15 @@ class MemoryPool {
   struct Block {
     size_t size;
     Chunk* chunk;
+    int stream = 0;           // the stream it was allocated for
+    uint32_t other_uses = 0;  // bit s: stream s uses it too (record_stream)
+  };
+  // A freed block other streams still use: reusable once each stream's recorder has
+  // completed the serial it had submitted when the block was freed.
+  struct Pending {
+    char* address;
+    Block block;
+    std::vector<std::pair<int, uint64_t>> marks;  // (stream, serial)
   };
 
   Chunk* new_chunk(size_t size, bool shared);
@@ -79,7 +93,11 @@ class MemoryPool {
   size_t shared_chunk_bytes_ = 0;
   mutable std::mutex mutex_;
   std::map<uintptr_t, std::unique_ptr<Chunk>> chunks_;  // by address
-  std::multimap<size_t, std::pair<char*, Chunk*>> free_;
+  using FreeList = std::multimap<size_t, std::pair<char*, Chunk*>>;
+  FreeList& free_list(int stream) { return free_[kind_ == Kind::Device ? stream : 0]; }
+  void collect_pending();  // with mutex_ held
+  std::vector<FreeList> free_;  // per stream
+  std::vector<Pending> pending_;
   std::unordered_map<char*, Block> live_;
   Chunk* current_ = nullptr;  // the shared chunk being carved
   AllocatorStats stats_;

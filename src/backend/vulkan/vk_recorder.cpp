@@ -1,8 +1,13 @@
 #include "backend/vulkan/vk_recorder.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <limits>
+
+#include "core/device_runtime.h"
+#include "kiln/error.h"
 
 namespace kiln::vulkan {
 namespace {
@@ -12,7 +17,19 @@ constexpr size_t kRingSize = 8;
 
 }  // namespace
 
-Recorder::Recorder(Context& ctx) : ctx_(ctx) {
+// vkQueueSubmit needs the queue externally synchronised; every stream's recorder uses it.
+std::mutex& queue_mutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+
+Recorder::Recorder(Context& ctx, int stream) : ctx_(ctx), stream_(stream) {
+  VkSemaphoreTypeCreateInfo type{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+  type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  type.initialValue = 0;
+  VkSemaphoreCreateInfo semaphore{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+  semaphore.pNext = &type;
+  check(vk.vkCreateSemaphore(ctx.device, &semaphore, nullptr, &timeline_), "vulkan", "vkCreateSemaphore");
   if (const char* n = std::getenv("KILN_VULKAN_BATCH"); n != nullptr && *n != '\0') set_batch_size(std::atoi(n));
   VkCommandPoolCreateInfo info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -88,10 +105,33 @@ void Recorder::flush() {
   vk.vkCmdPipelineBarrier(b.commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                           VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
   check(vk.vkEndCommandBuffer(b.commands), "vulkan", "vkEndCommandBuffer");
+  const uint64_t serial = submitted_ + 1;
+  std::vector<VkSemaphore> wait_semaphores;
+  std::vector<uint64_t> wait_values;
+  for (const auto& [semaphore, value] : waits_) {
+    wait_semaphores.push_back(semaphore);
+    wait_values.push_back(value);
+  }
+  const std::vector<VkPipelineStageFlags> wait_stages(waits_.size(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
+  VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  timeline.waitSemaphoreValueCount = static_cast<uint32_t>(wait_values.size());
+  timeline.pWaitSemaphoreValues = wait_values.data();
+  timeline.signalSemaphoreValueCount = 1;
+  timeline.pSignalSemaphoreValues = &serial;
   VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  submit.pNext = &timeline;
+  submit.waitSemaphoreCount = static_cast<uint32_t>(wait_semaphores.size());
+  submit.pWaitSemaphores = wait_semaphores.data();
+  submit.pWaitDstStageMask = wait_stages.data();
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &b.commands;
-  check(vk.vkQueueSubmit(ctx_.queue, 1, &submit, b.fence), "vulkan", "vkQueueSubmit");
+  submit.signalSemaphoreCount = 1;
+  submit.pSignalSemaphores = &timeline_;
+  {
+    std::lock_guard<std::mutex> queue(queue_mutex());
+    check(vk.vkQueueSubmit(ctx_.queue, 1, &submit, b.fence), "vulkan", "vkQueueSubmit");
+  }
+  waits_.clear();
   b.submitted = true;
   b.serial = ++submitted_;
   ++stats_.submits;
@@ -118,15 +158,54 @@ bool Recorder::is_complete(uint64_t serial) {
   return serial <= completed_;
 }
 
-Recorder& recorder() {
-  static auto* r = new Recorder(context("vulkan"));
+bool Recorder::idle() { return open_ == nullptr && is_complete(submitted_); }
+
+void Recorder::wait_on(VkSemaphore semaphore, uint64_t value) {
+  if (semaphore == timeline_) return;  // the stream's own earlier work: already ordered
+  waits_.emplace_back(semaphore, value);
+  // An empty batch carries the wait, so it holds even if nothing else is recorded.
+  open_batch();
+}
+
+namespace {
+
+struct Streams {
+  std::mutex mutex;
+  std::array<std::atomic<Recorder*>, VulkanStream::kPoolSize> recorders{};
+};
+
+Streams& streams() {
+  static auto* s = new Streams();
+  return *s;
+}
+
+}  // namespace
+
+Recorder& recorder_of(int id) {
+  KILN_CHECK(id >= 0 && id < VulkanStream::kPoolSize, "Stream", "stream id {} is not one of kiln's streams (0..{})",
+             id, VulkanStream::kPoolSize - 1);
+  Streams& s = streams();
+  if (Recorder* r = s.recorders[id].load(std::memory_order_acquire)) return *r;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (Recorder* r = s.recorders[id].load(std::memory_order_acquire)) return *r;
+  auto* r = new Recorder(context("vulkan"), id);
+  s.recorders[id].store(r, std::memory_order_release);
   return *r;
 }
 
+Recorder& recorder() { return recorder_of(current_vulkan_stream()); }
+
+void for_each_recorder(const std::function<void(Recorder&)>& f) {
+  for (auto& slot : streams().recorders) {
+    if (Recorder* r = slot.load(std::memory_order_acquire)) f(*r);
+  }
+}
+
 void wait_for_device() {
-  Recorder& r = recorder();
-  auto lock = r.lock();
-  r.wait_all();
+  for_each_recorder([](Recorder& r) {
+    auto lock = r.lock();
+    r.wait_all();
+  });
 }
 
 }  // namespace kiln::vulkan

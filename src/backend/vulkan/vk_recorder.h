@@ -24,9 +24,12 @@ struct RecorderStats {
   int64_t waits = 0;     // times the host waited for the device
 };
 
+// One recorder per stream (kiln/vulkan.h VulkanStream). Each submit also signals the
+// recorder's timeline semaphore with the batch's serial, which is what another stream
+// waits on (wait_on) for an event; submits of all streams share the queue under one lock.
 class Recorder {
  public:
-  explicit Recorder(Context& ctx);
+  Recorder(Context& ctx, int stream);
 
   // The lock every recording holds (commands of one op stay together).
   std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mutex_); }
@@ -48,6 +51,13 @@ class Recorder {
   // `serial` has completed (polls the fences without waiting).
   uint64_t last_submitted() const { return submitted_; }
   bool is_complete(uint64_t serial);
+  // With lock() held: whether nothing is open and every submitted batch has completed.
+  bool idle();
+  // With lock() held: the next batch submitted waits, on the device, until `semaphore`
+  // (another recorder's timeline) reaches `value`. The value must already be submitted.
+  void wait_on(VkSemaphore semaphore, uint64_t value);
+  VkSemaphore timeline() const { return timeline_; }
+  int stream() const { return stream_; }
 
   RecorderStats stats() const { return stats_; }
   int batch_size() const { return batch_size_; }
@@ -65,6 +75,9 @@ class Recorder {
   void retire(Batch& b);  // after its fence signalled
 
   Context& ctx_;
+  int stream_ = 0;
+  VkSemaphore timeline_ = VK_NULL_HANDLE;
+  std::vector<std::pair<VkSemaphore, uint64_t>> waits_;  // for the next submit
   std::mutex mutex_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   std::vector<Batch> batches_;  // a ring
@@ -77,8 +90,14 @@ class Recorder {
   uint64_t completed_ = 0;  // every batch up to this serial has completed
 };
 
+// The calling thread's current stream's recorder (kiln/vulkan.h VulkanStreamGuard).
 Recorder& recorder();
-// Takes the recorder's lock, submits what is open and waits for every batch.
+// Stream `id`'s recorder (0 .. VulkanStream::kPoolSize - 1), created on first use.
+Recorder& recorder_of(int id);
+// Calls f(recorder) for every recorder created so far.
+void for_each_recorder(const std::function<void(Recorder&)>& f);
+// Waits for every stream: takes each recorder's lock, submits what is open and waits
+// for every batch.
 void wait_for_device();
 
 }  // namespace kiln::vulkan

@@ -46,13 +46,14 @@ const bool registered = [] {
   r.queue_stats = [] {
     VulkanQueueStats q;
     if (!device_created()) return q;
-    Recorder& rec = recorder();
-    auto lock = rec.lock();
-    const RecorderStats s = rec.stats();
-    q.commands = s.commands;
-    q.submits = s.submits;
-    q.waits = s.waits;
-    q.batch_size = rec.batch_size();
+    q.batch_size = recorder_of(0).batch_size();
+    for_each_recorder([&q](Recorder& rec) {
+      auto lock = rec.lock();
+      const RecorderStats s = rec.stats();
+      q.commands += s.commands;
+      q.submits += s.submits;
+      q.waits += s.waits;
+    });
     return q;
   };
   r.event_create = &event_create;
@@ -61,6 +62,20 @@ const bool registered = [] {
   r.event_query = &event_query;
   r.event_synchronize = &event_synchronize;
   r.event_elapsed_ms = &event_elapsed_ms;
+  r.event_wait = &event_wait;
+  r.stream_query = [](int stream) {
+    if (!device_created()) return true;
+    Recorder& rec = recorder_of(stream);
+    auto lock = rec.lock();
+    return rec.idle();
+  };
+  r.stream_synchronize = [](int stream) {
+    if (!device_created()) return;
+    Recorder& rec = recorder_of(stream);
+    auto lock = rec.lock();
+    rec.wait_all();
+  };
+  r.record_stream = [](const void* address, int stream) { device_pool().record_stream(address, stream); };
   device_runtimes.install(DeviceType::Vulkan, r);
   vulkan_probe = [] { return availability(); };
   vulkan_validation_errors = [] { return validation_errors(); };
