@@ -271,6 +271,24 @@ def test_to_leaves_integer_buffers_alone():
     assert m.counts.dtype == kiln.int64 and m.w.dtype == kiln.float64
 
 
+def test_deepcopy_clones_parameters_and_buffers_keeping_ties():
+    import copy
+
+    net = Net()
+    net.head.weight = nn.Parameter(kiln.ones(10, 3))
+    net.blocks[1].fc.weight = net.blocks[0].fc.weight  # tied
+    twin = copy.deepcopy(net)
+    assert twin.blocks[1].fc.weight is twin.blocks[0].fc.weight
+    for (name, a), (_, b) in zip(net.state_dict(keep_vars=True).items(), twin.state_dict(keep_vars=True).items()):
+        assert a is not b, name
+        assert type(a) is type(b) and a.requires_grad == b.requires_grad, name
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy(), err_msg=name)
+    with kiln.no_grad():
+        twin.scale.fill_(3.0)
+        twin.blocks[0].running.fill_(2.0)
+    assert net.scale.tolist() == [1.0] and net.blocks[0].running.tolist() == [0.0, 0.0, 0.0]
+
+
 def test_apply_visits_children_first():
     net = Net()
     seen = []

@@ -2,6 +2,7 @@
 registered by attribute assignment, state dicts, train/eval, dtype/device moves). Hooks
 are not implemented."""
 
+import copy
 import itertools
 from collections import OrderedDict, namedtuple
 
@@ -422,6 +423,20 @@ class Module:
 
     def cpu(self):
         return self.to("cpu")
+
+    def __deepcopy__(self, memo):
+        # copy.deepcopy(model) (an EMA copy, a frozen teacher): kiln tensors do not
+        # support deepcopy themselves, so every buffer is cloned into the memo first;
+        # Parameters clone themselves (Parameter.__deepcopy__). Ties stay tied.
+        for module in self.modules():
+            for t in module._buffers.values():
+                if t is not None and id(t) not in memo:
+                    memo[id(t)] = t.detach().clone().requires_grad_(t.requires_grad)
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            object.__setattr__(new, key, copy.deepcopy(value, memo))
+        return new
 
     # ---- calling and printing ---------------------------------------------------------
     def forward(self, *args, **kwargs):
