@@ -132,6 +132,10 @@ def test_rms_norm_parameters_and_forward():
     ref = a / np.sqrt((a * a).mean(-1, keepdims=True) + 1e-6) * m.weight.detach().numpy()
     np.testing.assert_allclose(m(x).detach().numpy(), ref, rtol=1e-5, atol=1e-6)
     assert repr(m) == "RMSNorm((8,), eps=1e-06, elementwise_affine=True)"
+    # eps=None: the dtype's machine epsilon, as PyTorch.
+    small = kiln.from_numpy(np.full((1, 4), 1e-4, dtype=np.float32))
+    ref = 1e-4 / np.sqrt(1e-8 + np.finfo(np.float32).eps)
+    np.testing.assert_allclose(nn.RMSNorm(4)(small).detach().numpy(), np.full((1, 4), ref), rtol=1e-5)
 
 
 # ---- convolutions ------------------------------------------------------------------------
