@@ -61,6 +61,18 @@ def test_parameter_in_place_ops_return_the_parameter_itself():
     assert out is p and isinstance(out, nn.Parameter)
 
 
+def test_data_property_swaps_values_keeping_the_object():
+    p = nn.Parameter(kiln.zeros(2, 3))
+    d = p.data
+    assert not d.requires_grad and d.data_ptr() == p.data_ptr()
+    p.data = kiln.ones(4, dtype=kiln.float64)
+    assert isinstance(p, nn.Parameter) and p.requires_grad and p.is_leaf
+    assert tuple(p.shape) == (4,) and p.dtype == kiln.float64 and p.tolist() == [1.0] * 4
+    with pytest.raises(TypeError, match="cannot hold int64 data"):
+        p.data = kiln.zeros(2, dtype=kiln.int64)
+    assert p.dtype == kiln.float64  # unchanged after the refusal
+
+
 def test_registration_by_assignment_and_traversal():
     net = Net()
     names = [n for n, _ in net.named_parameters()]
