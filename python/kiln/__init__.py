@@ -94,3 +94,4 @@ from . import llm, nn  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from . import autograd  # noqa: E402,F401
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
+from . import optim  # noqa: E402,F401

@@ -195,4 +195,6 @@ PYBIND11_MODULE(_kiln, m) {
   bind_devices(m);
   bind_autograd(m);
   bind_nn_functional(m);
+  bind_safetensors(m);
+  bind_parameter_support(m);
 }

@@ -35,17 +35,19 @@ struct Mapping {
 
 std::string file_op(const std::string& path) { return "checkpoint " + path; }
 
-std::shared_ptr<Mapping> map_file(const std::string& path) {
+// `what` names the reader in errors ("checkpoint", "load_safetensors").
+std::shared_ptr<Mapping> map_file(const std::string& path, std::string_view what = "checkpoint") {
   uint64_t size = 0;
-  const int fd = open_regular_file(path, "checkpoint", size);
+  const int fd = open_regular_file(path, what, size);
   if (size < 8) {
     ::close(fd);
-    fail(ErrorKind::Value, file_op(path), "file is {} bytes, shorter than the 8-byte header length", size);
+    fail(ErrorKind::Value, std::string(what) + " " + path, "file is {} bytes, shorter than the 8-byte header length",
+         size);
   }
   void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_errno = errno;
   ::close(fd);  // the mapping keeps its own reference to the file
-  if (base == MAP_FAILED) fail(ErrorKind::Runtime, file_op(path), "mmap failed: {}", std::strerror(map_errno));
+  if (base == MAP_FAILED) fail(ErrorKind::Runtime, std::string(what) + " " + path, "mmap failed: {}", std::strerror(map_errno));
   return std::shared_ptr<Mapping>(new Mapping{static_cast<uint8_t*>(base), size}, [](Mapping* m) {
     ::munmap(m->base, m->size);
     delete m;
@@ -269,6 +271,23 @@ const std::vector<std::string>& Checkpoint::files() const {
 const std::string& Checkpoint::dir() const {
   KILN_CHECK(state_ != nullptr, "checkpoint", "not opened (use Checkpoint::open)");
   return state_->dir;
+}
+
+SafetensorsFile read_safetensors_file(const std::string& path) {
+  const std::shared_ptr<Mapping> mapping = map_file(path, "load_safetensors");
+  SafetensorsHeader header = parse_safetensors_header(mapping->base, mapping->size, path);
+  SafetensorsFile out;
+  out.metadata = std::move(header.metadata);
+  out.tensors.reserve(header.tensors.size());
+  for (SafetensorsTensorInfo& info : header.tensors) {
+    // The header parser has checked begin <= end <= data size and end - begin equal to
+    // the shape's byte size, so this copy stays inside the mapping.
+    Tensor t = Tensor::empty(info.shape, info.dtype, kCPU, "load_safetensors");
+    const uint64_t nbytes = info.end - info.begin;
+    if (nbytes > 0) std::memcpy(t.data_ptr(), mapping->base + header.data_start + info.begin, nbytes);
+    out.tensors.emplace_back(std::move(info.name), std::move(t));
+  }
+  return out;
 }
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,

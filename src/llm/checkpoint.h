@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/safetensors.h"
 #include "kiln/tensor.h"
 
 namespace kiln::llm {
@@ -59,6 +60,10 @@ class Checkpoint {
   struct State;
   std::shared_ptr<State> state_;
 };
+
+// Every tensor of one safetensors file, copied out of it (writable, independent of the
+// file), in header order, and its __metadata__; the header is validated first.
+SafetensorsFile read_safetensors_file(const std::string& path);
 
 // Writes one safetensors file (tensors contiguous or not; written in the given order,
 // 8-byte aligned header as Hugging Face's writer does) with optional __metadata__.
