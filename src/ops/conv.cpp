@@ -349,7 +349,11 @@ Tensor conv_nd(const char* op, int64_t spatial, const Tensor& input, const Tenso
           extra[static_cast<size_t>(2 * (spatial - 1 - i) + 1)] = 1;  // pad pairs run from the last dim
         }
       }
-      if (asymmetric) x = pad(x, extra, "constant", 0.0);
+      if (asymmetric) {
+        const bool channels_last = channels_last_strides(x);
+        x = pad(x, extra, "constant", 0.0);
+        if (channels_last) x = as_channels_last(x);  // pad's output is contiguous; keep the format
+      }
     }
   }
   plan_convolution(op, x, weight, bias, stride, amounts, dilation, false, {0}, groups);
