@@ -32,6 +32,10 @@ TEST(ConvAutograd, Conv2dGradcheck) {
   expect_gradcheck([](const std::vector<Tensor>& v) {
     return std::vector<Tensor>{conv2d(v[0], v[1], std::nullopt, {1}, "same", {1}, 3)};
   }, {leaf({1, 3, 5, 4}, 13), leaf({3, 1, 2, 3}, 14)});
+  // depthwise channels-last (the direct channel loops), multiplier 2, strided
+  expect_gradcheck([](const std::vector<Tensor>& v) {
+    return std::vector<Tensor>{conv2d(v[0], v[1], v[2], {2, 1}, {1, 0}, {1, 2}, 3)};
+  }, {cl_leaf({2, 3, 5, 6}, 15), leaf({6, 1, 3, 2}, 16), leaf({6}, 17)});
 }
 
 TEST(ConvAutograd, Conv1dAnd3dGradcheck) {

@@ -1,4 +1,4 @@
-// Direct depthwise convolution (contiguous layout, groups == in_channels > 1): each
+// Direct depthwise convolution, contiguous layout (groups == in_channels > 1): each
 // output channel reads one input channel, so a GEMM per channel would be a handful of
 // taps long. The loops run along the last spatial dim, contiguous for stride 1 so the
 // compiler vectorises them; this is the hybrid models' short causal conv1d
@@ -152,9 +152,7 @@ void weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& args) {
 
 }  // namespace
 
-bool is_depthwise_direct(const ConvGeometry& g) {
-  return !g.channels_last && g.groups > 1 && g.groups == g.in_channels;
-}
+bool is_depthwise_direct(const ConvGeometry& g) { return g.groups > 1 && g.groups == g.in_channels; }
 
 void conv_depthwise_forward(const ExecutionContext& ctx, const ConvForwardArgs& a) {
   if (a.g.dtype == DType::Float64) return forward<double>(ctx, a);
@@ -172,15 +170,18 @@ void conv_depthwise_weight_grad(const ExecutionContext& ctx, const ConvWeightGra
 }
 
 void conv_forward_cpu(const ExecutionContext& ctx, const ConvForwardArgs& a) {
-  is_depthwise_direct(a.g) ? conv_depthwise_forward(ctx, a) : conv_gemm_forward(ctx, a);
+  if (!is_depthwise_direct(a.g)) return conv_gemm_forward(ctx, a);
+  a.g.channels_last ? conv_depthwise_cl_forward(ctx, a) : conv_depthwise_forward(ctx, a);
 }
 
 void conv_input_grad_cpu(const ExecutionContext& ctx, const ConvInputGradArgs& a) {
-  is_depthwise_direct(a.g) ? conv_depthwise_input_grad(ctx, a) : conv_gemm_input_grad(ctx, a);
+  if (!is_depthwise_direct(a.g)) return conv_gemm_input_grad(ctx, a);
+  a.g.channels_last ? conv_depthwise_cl_input_grad(ctx, a) : conv_depthwise_input_grad(ctx, a);
 }
 
 void conv_weight_grad_cpu(const ExecutionContext& ctx, const ConvWeightGradArgs& a) {
-  is_depthwise_direct(a.g) ? conv_depthwise_weight_grad(ctx, a) : conv_gemm_weight_grad(ctx, a);
+  if (!is_depthwise_direct(a.g)) return conv_gemm_weight_grad(ctx, a);
+  a.g.channels_last ? conv_depthwise_cl_weight_grad(ctx, a) : conv_depthwise_weight_grad(ctx, a);
 }
 
 }  // namespace kiln::cpu

@@ -1,8 +1,8 @@
 // The CPU conv kernels (backend/conv.h), float32 and float64.
 //
 // conv_*_cpu dispatch on the dtype and pick the path: the direct depthwise loops for a
-// contiguous-layout depthwise problem (groups == in_channels > 1, the hybrid models'
-// short causal convolutions), else tiled im2col + OpenBLAS GEMM. Both paths write every
+// depthwise problem (groups == in_channels > 1; the hybrid models' short causal
+// convolutions, MobileNet-style blocks), else tiled im2col + OpenBLAS GEMM. Both paths write every
 // output element from one task, so results do not depend on scheduling; the weight
 // gradient sums per-chunk partials in chunk order.
 #pragma once
@@ -20,10 +20,14 @@ void conv_gemm_forward(const ExecutionContext& ctx, const backend::ConvForwardAr
 void conv_gemm_input_grad(const ExecutionContext& ctx, const backend::ConvInputGradArgs& a);
 void conv_gemm_weight_grad(const ExecutionContext& ctx, const backend::ConvWeightGradArgs& a);
 
-// The direct depthwise path: contiguous layout, groups == in_channels > 1.
+// The direct depthwise paths (groups == in_channels > 1): loops along the spatial rows
+// for the contiguous layout, along the channels for channels-last.
 bool is_depthwise_direct(const backend::ConvGeometry& g);
 void conv_depthwise_forward(const ExecutionContext& ctx, const backend::ConvForwardArgs& a);
 void conv_depthwise_input_grad(const ExecutionContext& ctx, const backend::ConvInputGradArgs& a);
 void conv_depthwise_weight_grad(const ExecutionContext& ctx, const backend::ConvWeightGradArgs& a);
+void conv_depthwise_cl_forward(const ExecutionContext& ctx, const backend::ConvForwardArgs& a);
+void conv_depthwise_cl_input_grad(const ExecutionContext& ctx, const backend::ConvInputGradArgs& a);
+void conv_depthwise_cl_weight_grad(const ExecutionContext& ctx, const backend::ConvWeightGradArgs& a);
 
 }  // namespace kiln::cpu
