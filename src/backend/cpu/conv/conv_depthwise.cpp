@@ -6,8 +6,8 @@
 //
 // Tasks own whole planes: forward one output plane, input gradient one input plane
 // (summing its channel's outputs in a fixed order), weight gradient one output
-// channel's taps (summed over the batch in float64 per row). No two tasks write the
-// same element.
+// channel's taps (running sums per output column, reduced in float64). No two tasks
+// write the same element.
 #include <algorithm>
 #include <vector>
 
@@ -125,10 +125,13 @@ void weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& args) {
   const T* gy = static_cast<const T*>(args.grad_output);
   T* gw = static_cast<T*>(args.grad_weight);
   const int64_t s = g.stride[2];
+  // Per tap, one running sum per output column: the inner loop is elementwise (it
+  // vectorises, a single running sum would not), reduced along the row at the end.
+  const int64_t width = g.out[2];
   ctx.pool().parallel_for(g.out_channels, 1, [&](int64_t begin, int64_t end) {
-    std::vector<double> acc(static_cast<size_t>(p.taps));
+    std::vector<T> columns(static_cast<size_t>(p.taps * width));
     for (int64_t o = begin; o < end; ++o) {
-      std::fill(acc.begin(), acc.end(), 0.0);
+      std::fill(columns.begin(), columns.end(), T(0));
       const int64_t c = o / p.multiplier;
       for (int64_t n = 0; n < g.batch; ++n) {
         const T* xp = x + (n * g.in_channels + c) * p.in_plane;
@@ -136,16 +139,19 @@ void weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& args) {
         for_each_row_tap(g, [&](int64_t in_row, int64_t out_row, int64_t tap, int64_t lo, int64_t hi, int64_t off) {
           const T* xr = xp + in_row + off;
           const T* yr = gyp + out_row;
-          T part = 0;
+          T* col = columns.data() + tap * width;
           if (s == 1) {
-            for (int64_t ow = lo; ow < hi; ++ow) part += yr[ow] * xr[ow];
+            for (int64_t ow = lo; ow < hi; ++ow) col[ow] += yr[ow] * xr[ow];
           } else {
-            for (int64_t ow = lo; ow < hi; ++ow) part += yr[ow] * xr[ow * s];
+            for (int64_t ow = lo; ow < hi; ++ow) col[ow] += yr[ow] * xr[ow * s];
           }
-          acc[static_cast<size_t>(tap)] += part;
         });
       }
-      for (int64_t k = 0; k < p.taps; ++k) gw[o * p.taps + k] = static_cast<T>(acc[static_cast<size_t>(k)]);
+      for (int64_t k = 0; k < p.taps; ++k) {
+        double sum = 0;
+        for (int64_t ow = 0; ow < width; ++ow) sum += columns[static_cast<size_t>(k * width + ow)];
+        gw[o * p.taps + k] = static_cast<T>(sum);
+      }
     }
   });
 }
