@@ -434,6 +434,8 @@ Tensor convolution_weight_grad(const Tensor& input, const Tensor& grad_output, c
   check_defined(grad_output, op, "grad_output");
   KILN_CHECK(weight_sizes.size() >= 3 && weight_sizes.size() <= 5, op,
              "weight_sizes must have 3, 4 or 5 entries, got {}", list_str(weight_sizes));
+  for (int64_t v : weight_sizes)
+    KILN_CHECK(v >= 0, op, "weight_sizes must not be negative, got {}", list_str(weight_sizes));
   const int64_t ndim = static_cast<int64_t>(weight_sizes.size());
   KILN_CHECK(input.dim() == ndim && grad_output.dim() == ndim, op,
              "expected {}-D input and grad_output for weight_sizes {}, got input of size {} and grad_output of size {}",

@@ -133,6 +133,8 @@ TEST(ConvErrors, TransposeAndSizes) {
   expect_error([] { convolution_backward(ones({1, 1, 3, 3}), ones({1, 1, 4, 4}), ones({1, 1, 3, 3}), {1}, {0}, {1},
                                          false, {0}, 1); },
                ErrorKind::Runtime, "grad_output of size [1, 1, 3, 3] does not match the convolution's output size");
+  expect_error([] { convolution_weight_grad(ones({1, 1, 4, 4}), ones({1, 1, 2, 2}), {-1, 1, 3, 3}, {1}, {0}, {1}, 1); },
+               ErrorKind::Runtime, "weight_sizes must not be negative");
 }
 
 }  // namespace
