@@ -2,7 +2,8 @@
 //
 // Work is split over (sample, tile of positions); a tile's packed windows live in the
 // worker's scratch, sized to a fixed budget (kPackBudgetBytes), so memory does not grow
-// with the image. A 1x1 kernel with stride 1 and no padding reads the activations in
+// with the image. (A tile keeps at least kMinTile positions, so only a window longer
+// than budget / kMinTile, e.g. 4096 channels x 27 taps, takes more.) A 1x1 kernel with stride 1 and no padding reads the activations in
 // place (no packing).
 //
 // Forward, per sample n, group g and tile of output positions:
