@@ -197,4 +197,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_nn_functional(m);
   bind_safetensors(m);
   bind_parameter_support(m);
+  bind_conv(m);
 }

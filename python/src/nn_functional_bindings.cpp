@@ -3,7 +3,6 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
-#include "kiln/ops/conv.h"
 #include "kiln/ops/dropout.h"
 #include "kiln/ops/group_norm.h"
 #include "kiln/ops/interpolate.h"
@@ -13,21 +12,6 @@
 namespace kiln::python {
 
 void bind_nn_functional(py::module_& m) {
-  const auto ints = [](const py::object& o) {
-    return py::isinstance<py::int_>(o) ? std::vector<int64_t>{o.cast<int64_t>()} : o.cast<std::vector<int64_t>>();
-  };
-  using ConvFn = Tensor (*)(const Tensor&, const Tensor&, const std::optional<Tensor>&, const std::vector<int64_t>&,
-                            const std::vector<int64_t>&, const std::vector<int64_t>&, int64_t);
-  for (const auto& [name, fn] : {std::pair<const char*, ConvFn>{"conv1d", &conv1d}, {"conv2d", &conv2d}}) {
-    m.def(
-        name,
-        [fn, ints](const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-                   const py::object& stride, const py::object& padding, const py::object& dilation, int64_t groups) {
-          return fn(input, weight, bias, ints(stride), ints(padding), ints(dilation), groups);
-        },
-        py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
-        py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
-  }
   m.def(
       "interpolate",
       [](const Tensor& input, const py::object& size, const py::object& scale_factor, const std::string& mode,

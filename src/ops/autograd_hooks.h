@@ -107,6 +107,11 @@ struct OpHooks {
   Tensor (*constant_pad)(const Tensor&, const std::vector<int64_t>&, double) = nullptr;
   Tensor (*moe_experts)(const Tensor&, const Tensor&, const Tensor&, const MoeExperts&,
                         const std::optional<SharedExpert>&) = nullptr;
+  Tensor (*convolution)(const Tensor&, const Tensor&, const OptTensor&, const std::vector<int64_t>&,
+                        const std::vector<int64_t>&, const std::vector<int64_t>&, bool, const std::vector<int64_t>&,
+                        int64_t) = nullptr;
+  Tensor (*convolution_weight_grad)(const Tensor&, const Tensor&, const Shape&, const std::vector<int64_t>&,
+                                    const std::vector<int64_t>&, const std::vector<int64_t>&, int64_t) = nullptr;
 };
 OpHooks& op_hooks();
 

@@ -11,6 +11,7 @@ _FUNCTIONAL_NAMES = (
     "log_softmax", "linear", "rms_norm", "layer_norm", "pad", "dropout",
     "scaled_dot_product_attention", "scaled_mm", "grouped_mm", "ScalingType",
     "cross_entropy", "mse_loss", "group_norm", "dropout2d", "interpolate", "conv1d", "conv2d",
+    "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
 )
 
 for _name in _FUNCTIONAL_NAMES:
