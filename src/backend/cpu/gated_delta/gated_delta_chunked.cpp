@@ -23,9 +23,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/gated_delta/chunk_decay.h"
 #include "backend/cpu/gated_delta/gated_delta_kernels.h"
 #include "backend/cpu/matmul/blas.h"
 #include "backend/linalg.h"
+#include "kiln/error.h"
 #include "kiln/int_math.h"
 #include "kiln/thread_pool.h"
 
@@ -38,6 +40,8 @@ constexpr int64_t kChunksPerBlock = 4;
 // The caller's scratch slot holding the workspace: slot 0 is the solve's (which also runs
 // on the calling thread).
 constexpr int kWorkspaceSlot = 1;
+// The largest chunk the front end accepts (kiln::kMaxDeltaChunkSize).
+constexpr int64_t kMaxDeltaChunk = 64;
 
 // q and k of the chunks [first, first + nc) and every key head, normalised and (q)
 // scaled as the recurrent kernel does it, so both forms start from the same float32
@@ -74,6 +78,7 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
   ensure_blas_single_threaded();
   const int64_t T = p.tokens, Hk = p.key_heads, Hv = p.value_heads, dk = p.key_dim, dv = p.value_dim;
   const int64_t group = Hv / Hk, C = chunk_size;
+  KILN_CHECK(C >= 1 && C <= kMaxDeltaChunk, op, "chunk_size must be in [1, {}], got {}", kMaxDeltaChunk, C);
   const auto i32 = [](int64_t n) { return static_cast<int>(n); };  // the front end checked the extents fit
 
   const int64_t chunks = ceil_div(T, C);
@@ -109,23 +114,17 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
         const float* K = keys_of(h, c);
         const float* Q = K + C * dk;
         float acc = 0.0f;
+        float betas[kMaxDeltaChunk];
         for (int64_t i = 0; i < n; ++i) {
           acc += p.g[(t0 + i) * Hv + h];
           G[i] = acc;
+          betas[i] = p.beta[(t0 + i) * Hv + h];
         }
         // [K; Q] K^T: rows < C the system, rows >= C the scores (padding rows are zero).
         blas::gemm(false, true, i32(2 * C), i32(n), i32(dk), K, ldk, K, ldk, 0.0f, A, ldc);
+        weight_chunk_rows(G, betas, n, C, A, P);
         for (int64_t i = 0; i < n; ++i) {
-          const float beta = p.beta[(t0 + i) * Hv + h];
-          float* a = A + i * C;
-          float* s = P + i * C;
-          for (int64_t j = 0; j < i; ++j) {
-            const float decay = std::exp(G[i] - G[j]);
-            a[j] *= beta * decay;
-            s[j] *= decay;
-          }
-          std::fill(a + i, a + C, 0.0f);
-          std::fill(s + i + 1, s + C, 0.0f);
+          const float beta = betas[i];
           const float* v = p.v + ((t0 + i) * Hv + h) * dv;
           const float* k = K + i * dk;
           float* x = X + i * width;

@@ -170,6 +170,20 @@ void solve_small(const ExecutionContext& ctx, const TriangularSolveProblem& p, c
   });
 }
 
+// Prefetches the cache lines of a row-major triangle (other layouts are left to the
+// hardware prefetchers).
+template <typename T>
+void prefetch_triangle(const T* a, const Layout& la, int64_t n, bool upper) {
+  if (la.col_stride != 1) return;
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = a + i * la.row_stride;
+    const int64_t j0 = upper ? i : 0, j1 = upper ? n - 1 : i;
+    for (int64_t j = j0; j <= j1; j += kLine) __builtin_prefetch(row + j, 0, 3);
+    __builtin_prefetch(row + j1, 0, 3);
+  }
+}
+
 // float32/float64, n <= 64: the register-blocked panel kernel (triangular_panel.h).
 template <typename T>
 void solve_small_real(const ExecutionContext& ctx, const TriangularSolveProblem& p, const Layout& la,
@@ -212,6 +226,10 @@ void solve_small_real(const ExecutionContext& ctx, const TriangularSolveProblem&
         rows += (n - 1) * row_step;
         row_step = -row_step;
       }
+      // The next task's matrix, when it is another one: its triangle is read from
+      // memory while this one is solved (a batch of blocks is usually cold: it was
+      // just written by the caller).
+      if (t + 1 < end && (t + 1) / panels != b) prefetch_triangle(a + (b + 1) * la.batch_stride, la, n, upper);
       solve_lower_panel(wide, a + b * la.batch_stride + a_first, a_row, a_col, rows, row_step, n, p.unitriangular);
       if (!in_place) {
         for (int64_t i = 0; i < n; ++i) {
