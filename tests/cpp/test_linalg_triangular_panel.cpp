@@ -1,6 +1,6 @@
 // The register-blocked small path of solve_triangular (float32/float64, n <= 64): every
-// order across the row-block boundaries (8 and 16 rows), 1..17 right-hand sides (narrow
-// and wide panels, full and partial), every flag, batches of 0, 1 and odd counts, and
+// order across the row-block boundaries (4, 8 and 16 rows), 1..17 right-hand sides and
+// counts around 32 and 64 (narrow, wide and double panels, full and partial), every flag, batches of 0, 1 and odd counts, and
 // operands the kernel reads through arbitrary strides, all against the complex<double>
 // substitution reference.
 #include <gtest/gtest.h>
@@ -34,7 +34,7 @@ void expect_solves(const Tensor& A, const Tensor& B, const Tensor& X, int64_t ba
 TEST(LinalgTriangularPanel, EveryOrderRhsCountAndFlag) {
   for (DType dt : {DType::Float32, DType::Float64}) {
     for (int64_t n : {1, 2, 3, 7, 8, 9, 15, 16, 17, 23, 31, 32, 33, 47, 48, 63, 64}) {
-      for (int64_t k = 1; k <= 17; ++k) {
+      for (int64_t k : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 32, 33, 47, 64, 65}) {
         for (int flags = 0; flags < 8; ++flags) {
           const bool upper = flags & 1, left = flags & 2, unit = flags & 4;
           const int64_t batch = (n + k) % 2 == 0 ? 1 : 3;

@@ -20,73 +20,92 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Rows per block: enough independent FMA chains to cover latency x throughput (4 x 2),
 // and within the register file with x_j and a broadcast (16 vector registers on AVX2,
-// 32 on AVX-512).
+// 32 on AVX-512). A double panel (two vectors per row) halves the rows: each broadcast
+// of L(i, j) then feeds two FMAs, so loads no longer bound the FMA rate.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr int64_t kRows = 16;
 #else
 constexpr int64_t kRows = 8;
 #endif
 
-template <int64_t R, class D, typename T = hn::TFromD<D>>
+template <int64_t V>
+constexpr int64_t kBlockRows = kRows / V;
+
+template <int64_t R, int64_t V, class D, typename T = hn::TFromD<D>>
 HWY_INLINE void SolveBlock(D d, const T* HWY_RESTRICT a, int64_t a_row, int64_t a_col, T* x, int64_t x_row,
                            int64_t i0, bool unit) {
-  using V = hn::Vec<D>;
-  V acc[R];
+  using Vec = hn::Vec<D>;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  Vec acc[R][V];
   const T* row[R];
   for (int64_t r = 0; r < R; ++r) {
-    acc[r] = hn::LoadU(d, x + (i0 + r) * x_row);
+    for (int64_t v = 0; v < V; ++v) acc[r][v] = hn::LoadU(d, x + (i0 + r) * x_row + v * N);
     row[r] = a + (i0 + r) * a_row;
   }
   for (int64_t j = 0; j < i0; ++j) {
-    const V xj = hn::LoadU(d, x + j * x_row);
+    Vec xj[V];
+    for (int64_t v = 0; v < V; ++v) xj[v] = hn::LoadU(d, x + j * x_row + v * N);
     const int64_t aj = j * a_col;
-    for (int64_t r = 0; r < R; ++r) acc[r] = hn::NegMulAdd(hn::Set(d, row[r][aj]), xj, acc[r]);
+    for (int64_t r = 0; r < R; ++r) {
+      const Vec l = hn::Set(d, row[r][aj]);
+      for (int64_t v = 0; v < V; ++v) acc[r][v] = hn::NegMulAdd(l, xj[v], acc[r][v]);
+    }
   }
   for (int64_t r = 0; r < R; ++r) {
     const int64_t ai = (i0 + r) * a_col;
-    if (!unit) acc[r] = hn::Mul(acc[r], hn::Set(d, T(1) / row[r][ai]));
-    hn::StoreU(acc[r], d, x + (i0 + r) * x_row);
-    for (int64_t s = r + 1; s < R; ++s) acc[s] = hn::NegMulAdd(hn::Set(d, row[s][ai]), acc[r], acc[s]);
+    if (!unit) {
+      const Vec inv = hn::Set(d, T(1) / row[r][ai]);
+      for (int64_t v = 0; v < V; ++v) acc[r][v] = hn::Mul(acc[r][v], inv);
+    }
+    for (int64_t v = 0; v < V; ++v) hn::StoreU(acc[r][v], d, x + (i0 + r) * x_row + v * N);
+    for (int64_t s = r + 1; s < R; ++s) {
+      const Vec l = hn::Set(d, row[s][ai]);
+      for (int64_t v = 0; v < V; ++v) acc[s][v] = hn::NegMulAdd(l, acc[r][v], acc[s][v]);
+    }
   }
 }
 
-template <class D, typename T = hn::TFromD<D>, int64_t R = kRows - 1>
+template <int64_t V, class D, typename T = hn::TFromD<D>, int64_t R = kBlockRows<V> - 1>
 HWY_INLINE void SolveTail(D d, const T* a, int64_t a_row, int64_t a_col, T* x, int64_t x_row, int64_t i0,
                           int64_t rows, bool unit) {
   if constexpr (R >= 1) {
-    if (rows == R) return SolveBlock<R>(d, a, a_row, a_col, x, x_row, i0, unit);
-    SolveTail<D, T, R - 1>(d, a, a_row, a_col, x, x_row, i0, rows, unit);
+    if (rows == R) return SolveBlock<R, V>(d, a, a_row, a_col, x, x_row, i0, unit);
+    SolveTail<V, D, T, R - 1>(d, a, a_row, a_col, x, x_row, i0, rows, unit);
   }
 }
 
-template <class D, typename T = hn::TFromD<D>>
+template <int64_t V, class D, typename T = hn::TFromD<D>>
 HWY_INLINE void SolveLower(D d, const T* a, int64_t a_row, int64_t a_col, T* x, int64_t x_row, int64_t n,
                            bool unit) {
+  constexpr int64_t R = kBlockRows<V>;
   int64_t i0 = 0;
-  for (; i0 + kRows <= n; i0 += kRows) SolveBlock<kRows>(d, a, a_row, a_col, x, x_row, i0, unit);
-  if (i0 < n) SolveTail(d, a, a_row, a_col, x, x_row, i0, n - i0, unit);
+  for (; i0 + R <= n; i0 += R) SolveBlock<R, V>(d, a, a_row, a_col, x, x_row, i0, unit);
+  if (i0 < n) SolveTail<V>(d, a, a_row, a_col, x, x_row, i0, n - i0, unit);
 }
 
-// Narrow panels: one AVX2 register (fewer lanes on targets without it).
-using NarrowF32 = hn::CappedTag<float, 8>;
-using NarrowF64 = hn::CappedTag<double, 4>;
+template <typename T>
+int64_t PanelLanes(int width) {
+  const int64_t full = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<T>()));
+  if (width == 0) return static_cast<int64_t>(hn::Lanes(hn::CappedTag<T, 32 / sizeof(T)>()));
+  return width == 1 ? full : 2 * full;
+}
 
-int64_t PanelLanesF32(bool wide) {
-  return wide ? static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())) : static_cast<int64_t>(hn::Lanes(NarrowF32()));
+template <typename T>
+void SolveLowerTyped(int width, const T* a, int64_t a_row, int64_t a_col, T* x, int64_t x_row, int64_t n, bool unit) {
+  if (width == 0) SolveLower<1>(hn::CappedTag<T, 32 / sizeof(T)>(), a, a_row, a_col, x, x_row, n, unit);
+  else if (width == 1) SolveLower<1>(hn::ScalableTag<T>(), a, a_row, a_col, x, x_row, n, unit);
+  else SolveLower<2>(hn::ScalableTag<T>(), a, a_row, a_col, x, x_row, n, unit);
 }
-int64_t PanelLanesF64(bool wide) {
-  return wide ? static_cast<int64_t>(hn::Lanes(hn::ScalableTag<double>()))
-              : static_cast<int64_t>(hn::Lanes(NarrowF64()));
-}
-void SolveLowerF32(bool wide, const float* a, int64_t a_row, int64_t a_col, float* x, int64_t x_row, int64_t n,
+
+int64_t PanelLanesF32(int width) { return PanelLanes<float>(width); }
+int64_t PanelLanesF64(int width) { return PanelLanes<double>(width); }
+void SolveLowerF32(int width, const float* a, int64_t a_row, int64_t a_col, float* x, int64_t x_row, int64_t n,
                    bool unit) {
-  if (wide) SolveLower(hn::ScalableTag<float>(), a, a_row, a_col, x, x_row, n, unit);
-  else SolveLower(NarrowF32(), a, a_row, a_col, x, x_row, n, unit);
+  SolveLowerTyped(width, a, a_row, a_col, x, x_row, n, unit);
 }
-void SolveLowerF64(bool wide, const double* a, int64_t a_row, int64_t a_col, double* x, int64_t x_row, int64_t n,
+void SolveLowerF64(int width, const double* a, int64_t a_row, int64_t a_col, double* x, int64_t x_row, int64_t n,
                    bool unit) {
-  if (wide) SolveLower(hn::ScalableTag<double>(), a, a_row, a_col, x, x_row, n, unit);
-  else SolveLower(NarrowF64(), a, a_row, a_col, x, x_row, n, unit);
+  SolveLowerTyped(width, a, a_row, a_col, x, x_row, n, unit);
 }
 
 }  // namespace kiln::cpu::linalg::HWY_NAMESPACE
@@ -100,15 +119,19 @@ HWY_EXPORT(PanelLanesF64);
 HWY_EXPORT(SolveLowerF32);
 HWY_EXPORT(SolveLowerF64);
 
-int64_t panel_lanes_f32(bool wide) { return HWY_DYNAMIC_DISPATCH(PanelLanesF32)(wide); }
-int64_t panel_lanes_f64(bool wide) { return HWY_DYNAMIC_DISPATCH(PanelLanesF64)(wide); }
-void solve_lower_panel(bool wide, const float* a, int64_t a_row, int64_t a_col, float* x, int64_t x_row, int64_t n,
-                       bool unit) {
-  HWY_DYNAMIC_DISPATCH(SolveLowerF32)(wide, a, a_row, a_col, x, x_row, n, unit);
+int64_t panel_lanes(PanelWidth width, float) {
+  return HWY_DYNAMIC_DISPATCH(PanelLanesF32)(static_cast<int>(width));
 }
-void solve_lower_panel(bool wide, const double* a, int64_t a_row, int64_t a_col, double* x, int64_t x_row,
+int64_t panel_lanes(PanelWidth width, double) {
+  return HWY_DYNAMIC_DISPATCH(PanelLanesF64)(static_cast<int>(width));
+}
+void solve_lower_panel(PanelWidth width, const float* a, int64_t a_row, int64_t a_col, float* x, int64_t x_row,
                        int64_t n, bool unit) {
-  HWY_DYNAMIC_DISPATCH(SolveLowerF64)(wide, a, a_row, a_col, x, x_row, n, unit);
+  HWY_DYNAMIC_DISPATCH(SolveLowerF32)(static_cast<int>(width), a, a_row, a_col, x, x_row, n, unit);
+}
+void solve_lower_panel(PanelWidth width, const double* a, int64_t a_row, int64_t a_col, double* x, int64_t x_row,
+                       int64_t n, bool unit) {
+  HWY_DYNAMIC_DISPATCH(SolveLowerF64)(static_cast<int>(width), a, a_row, a_col, x, x_row, n, unit);
 }
 
 }  // namespace kiln::cpu::linalg

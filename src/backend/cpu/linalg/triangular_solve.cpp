@@ -189,13 +189,13 @@ template <typename T>
 void solve_small_real(const ExecutionContext& ctx, const TriangularSolveProblem& p, const Layout& la,
                       const Layout& lx, bool upper) {
   const int64_t n = p.n;
-  const auto lanes = [](bool wide) {
-    if constexpr (std::is_same_v<T, float>) return panel_lanes_f32(wide);
-    else return panel_lanes_f64(wide);
-  };
-  // A narrow panel when it holds every right-hand side: no lanes spent on padding.
-  const bool wide = p.nrhs > lanes(false);
-  const int64_t W = lanes(wide);
+  // A narrow panel when it holds every right-hand side (no lanes spent on padding), a
+  // double one when there are enough right-hand sides to fill it.
+  const int64_t wide_lanes = panel_lanes(PanelWidth::kWide, T{});
+  const PanelWidth width = p.nrhs <= panel_lanes(PanelWidth::kNarrow, T{}) ? PanelWidth::kNarrow
+                           : p.nrhs >= 2 * wide_lanes                     ? PanelWidth::kDouble
+                                                                          : PanelWidth::kWide;
+  const int64_t W = panel_lanes(width, T{});
   const int64_t panels = ceil_div(p.nrhs, W);
   const int64_t tasks = checked_mul(p.batch, panels, "solve_triangular");
   const T* a = static_cast<const T*>(p.a);
@@ -230,7 +230,7 @@ void solve_small_real(const ExecutionContext& ctx, const TriangularSolveProblem&
       // memory while this one is solved (a batch of blocks is usually cold: it was
       // just written by the caller).
       if (t + 1 < end && (t + 1) / panels != b) prefetch_triangle(a + (b + 1) * la.batch_stride, la, n, upper);
-      solve_lower_panel(wide, a + b * la.batch_stride + a_first, a_row, a_col, rows, row_step, n, p.unitriangular);
+      solve_lower_panel(width, a + b * la.batch_stride + a_first, a_row, a_col, rows, row_step, n, p.unitriangular);
       if (!in_place) {
         for (int64_t i = 0; i < n; ++i) {
           for (int64_t c = 0; c < cols; ++c) xb[i * lx.row_stride + c * lx.col_stride] = panel[i * W + c];
