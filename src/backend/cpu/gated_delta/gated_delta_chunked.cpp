@@ -12,7 +12,8 @@
 //   S_n = e^{G_n} S0 + sum_j e^{G_n - G_j} k_j delta_j^T.
 // The products are OpenBLAS GEMMs over chunk matrices, shaped so that few, larger calls
 // do the work: per (value head, chunk) item
-//   build: [K; Q] K^T (2C x C) in one call gives the system and the scores;
+//   build: [K; Q] K^T (2C x C) in one call gives the system and the scores (once per
+//          key head, shared by its group of value heads);
 //   walk:  [-W; Q] S0 (2C x dv) in one call, added onto [U; 0], gives Delta and Q S0;
 //          P Delta into the output; K'^T Delta' into the state.
 // For that, each item's right-hand-side block has 2C rows of width dv + dk: rows < C
@@ -103,44 +104,55 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
     const int64_t nc = std::min(block_chunks, chunks - first);
     normalise_qk(p, C, first, nc, qk, pool);
     const auto keys_of = [&](int64_t h, int64_t c) { return qk + ((h / group) * nc + c) * qk_block; };
-    // Build each (head, chunk) system, scores and right-hand sides.
-    pool.parallel_for(Hv * nc, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t item = begin; item < end; ++item) {
-        const int64_t h = item / nc, c = item % nc, t0 = (first + c) * C, n = std::min(C, T - t0);
-        float* G = G_all + item * C;
-        float* A = pair_all + item * pair_block;
-        float* P = A + C * C;
-        float* X = rhs_all + item * rhs_block;
-        const float* K = keys_of(h, c);
+    // Build each (head, chunk) system, scores and right-hand sides. The value heads of
+    // one key head share [K; Q] K^T: one product per (key head, chunk), copied to the
+    // group's other heads before each weights it with its own decays.
+    pool.parallel_for(Hk * nc, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t key_item = begin; key_item < end; ++key_item) {
+        const int64_t kh = key_item / nc, c = key_item % nc, t0 = (first + c) * C, n = std::min(C, T - t0);
+        const float* K = keys_of(kh * group, c);
         const float* Q = K + C * dk;
-        float acc = 0.0f;
-        float betas[kMaxDeltaChunk];
-        for (int64_t i = 0; i < n; ++i) {
-          acc += p.g[(t0 + i) * Hv + h];
-          G[i] = acc;
-          betas[i] = p.beta[(t0 + i) * Hv + h];
-        }
         // [K; Q] K^T: rows < C the system, rows >= C the scores (padding rows are zero).
-        blas::gemm(false, true, i32(2 * C), i32(n), i32(dk), K, ldk, K, ldk, 0.0f, A, ldc);
-        weight_chunk_rows(G, betas, n, C, A, P);
-        for (int64_t i = 0; i < n; ++i) {
-          const float beta = betas[i];
-          const float* v = p.v + ((t0 + i) * Hv + h) * dv;
-          const float* k = K + i * dk;
-          float* x = X + i * width;
-          const float kscale = -beta * std::exp(G[i]);  // negated: the solve gives -W
-          for (int64_t col = 0; col < dv; ++col) x[col] = beta * v[col];
-          for (int64_t r = 0; r < dk; ++r) x[dv + r] = kscale * k[r];
-        }
-        // A short last chunk: rows past its end solve to zero and multiply as zero.
-        for (int64_t i = n; i < C; ++i) {
-          std::fill(A + i * C, A + (i + 1) * C, 0.0f);
-          std::fill(X + i * width, X + (i + 1) * width, 0.0f);
-        }
-        for (int64_t i = 0; i < C; ++i) {
-          float* x = X + (C + i) * width;
-          std::fill(x, x + dv, 0.0f);
-          std::copy_n(Q + i * dk, dk, x + dv);
+        float* shared = pair_all + (kh * group * nc + c) * pair_block;
+        blas::gemm(false, true, i32(2 * C), i32(n), i32(dk), K, ldk, K, ldk, 0.0f, shared, ldc);
+        // The head whose buffer holds the shared product goes last, after the others
+        // copied it unweighted.
+        for (int64_t h = (kh + 1) * group - 1; h >= kh * group; --h) {
+          const int64_t item = h * nc + c;
+          float* G = G_all + item * C;
+          float* A = pair_all + item * pair_block;
+          float* P = A + C * C;
+          float* X = rhs_all + item * rhs_block;
+          if (A != shared) {
+            for (int64_t i = 0; i < 2 * C; ++i) std::copy_n(shared + i * C, n, A + i * C);
+          }
+          float acc = 0.0f;
+          float betas[kMaxDeltaChunk];
+          for (int64_t i = 0; i < n; ++i) {
+            acc += p.g[(t0 + i) * Hv + h];
+            G[i] = acc;
+            betas[i] = p.beta[(t0 + i) * Hv + h];
+          }
+          weight_chunk_rows(G, betas, n, C, A, P);
+          for (int64_t i = 0; i < n; ++i) {
+            const float beta = betas[i];
+            const float* v = p.v + ((t0 + i) * Hv + h) * dv;
+            const float* k = K + i * dk;
+            float* x = X + i * width;
+            const float kscale = -beta * std::exp(G[i]);  // negated: the solve gives -W
+            for (int64_t col = 0; col < dv; ++col) x[col] = beta * v[col];
+            for (int64_t r = 0; r < dk; ++r) x[dv + r] = kscale * k[r];
+          }
+          // A short last chunk: rows past its end solve to zero and multiply as zero.
+          for (int64_t i = n; i < C; ++i) {
+            std::fill(A + i * C, A + (i + 1) * C, 0.0f);
+            std::fill(X + i * width, X + (i + 1) * width, 0.0f);
+          }
+          for (int64_t i = 0; i < C; ++i) {
+            float* x = X + (C + i) * width;
+            std::fill(x, x + dv, 0.0f);
+            std::copy_n(Q + i * dk, dk, x + dv);
+          }
         }
       }
     });
