@@ -35,8 +35,9 @@
 namespace kiln::cpu {
 namespace {
 
-// Chunks per block of work: bounds the workspace (per value head and chunk, about
-// 2C (C + dv + dk) floats; 18 MiB at 32 heads of 128 x 128) on long prompts.
+// Chunks per block of work: bounds the workspace on long prompts (per value head and
+// chunk about 2C (C + dv + dk) floats, per key head and chunk 2C dk: 25 MiB at 32 value
+// and 16 key heads of 128, chunks of 64). It stays in the caller's scratch between calls.
 constexpr int64_t kChunksPerBlock = 4;
 // The caller's scratch slot holding the workspace: slot 0 is the solve's (which also runs
 // on the calling thread).
