@@ -46,6 +46,23 @@ struct BincountProblem {
   void* out;
 };
 
+// bincount in one pass over the input, the value range found while counting: the
+// kernel counts into histograms of its own that grow with the largest value seen, then
+// calls allocate(allocate_state, bins) with bins = max(largest + 1, minlength) for a
+// zeroed output (int64 or the weights' dtype, as BincountProblem) and merges into it.
+// Returns false, having called nothing, when one pass does not fit: a negative value
+// (the caller's value_range pass names it), or values so large that per-thread
+// histograms would outgrow the input (the caller's two-pass path splits bins instead).
+struct BincountOnePassProblem {
+  int64_t count;  // > 0
+  const int64_t* input;
+  DType weight_dtype;
+  const void* weights;
+  int64_t minlength;
+  void* (*allocate)(void* allocate_state, int64_t bins);
+  void* allocate_state;
+};
+
 struct IndexExtraKernels {
   // The smallest and largest of `count` (> 0) int64 values (bincount's first pass).
   void (*value_range)(const ExecutionContext& ctx, const int64_t* values, int64_t count, int64_t* min,
@@ -53,6 +70,7 @@ struct IndexExtraKernels {
   void (*take)(const ExecutionContext& ctx, const TakeProblem& p) = nullptr;
   void (*put)(const ExecutionContext& ctx, const PutProblem& p) = nullptr;
   void (*bincount)(const ExecutionContext& ctx, const BincountProblem& p) = nullptr;
+  bool (*bincount_one_pass)(const ExecutionContext& ctx, const BincountOnePassProblem& p) = nullptr;
 };
 
 inline KernelTable<IndexExtraKernels> index_extra_kernels{"index_extra"};

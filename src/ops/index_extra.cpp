@@ -102,6 +102,22 @@ Tensor bincount(const Tensor& input, const std::optional<Tensor>& weights, int64
   if (input.numel() == 0) return zeros({minlength}, out_dtype);
   const Tensor in = input.to(DType::Int64).contiguous();
   const auto& k = kernels(input, op);
+  if (k.bincount_one_pass != nullptr) {
+    struct Allocation {
+      DType dtype;
+      Tensor out;
+    } allocation{out_dtype, {}};
+    const auto allocate = [](void* state, int64_t bins) -> void* {
+      auto* a = static_cast<Allocation*>(state);
+      a->out = zeros({bins}, a->dtype);
+      return a->out.data_ptr();
+    };
+    if (k.bincount_one_pass(current_context(), {in.numel(), in.data<int64_t>(), out_dtype,
+                                                weights ? w.data_ptr() : nullptr, minlength, allocate, &allocation})) {
+      return allocation.out;
+    }
+  }
+  // Two passes: the value range first (naming a negative value), then the count.
   int64_t lo = 0, hi = 0;
   k.value_range(current_context(), in.data<int64_t>(), in.numel(), &lo, &hi);
   KILN_CHECK(lo >= 0, op, "bincount only supports 1-d non-negative integral inputs. (got the value {})", lo);

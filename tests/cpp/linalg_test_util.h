@@ -130,4 +130,45 @@ inline cd det_ref(Values a, int64_t n) {
   return det;
 }
 
+// X solving op(T) X = B (left) or X op(T) = B (right) by substitution in complex<double>;
+// T read through its triangle only (and not its diagonal when unit).
+inline Values triangular_ref(const cd* t, const cd* b, int64_t n, int64_t rows, int64_t cols, bool upper, bool left,
+                            bool unit) {
+  Values x(b, b + rows * cols);
+  auto entry = [&](int64_t i, int64_t j) {  // T (left) or Tᵀ (right)
+    return left ? t[i * n + j] : t[j * n + i];
+  };
+  const bool up = left ? upper : !upper;
+  const int64_t systems = left ? cols : rows;
+  for (int64_t s = 0; s < systems; ++s) {
+    auto at = [&](int64_t i) -> cd& { return left ? x[i * cols + s] : x[s * cols + i]; };
+    for (int64_t step = 0; step < n; ++step) {
+      const int64_t i = up ? n - 1 - step : step;
+      cd acc = at(i);
+      for (int64_t j = up ? i + 1 : 0; j < (up ? n : i); ++j) acc -= entry(i, j) * at(j);
+      at(i) = unit ? acc : acc / entry(i, i);
+    }
+  }
+  return x;
+}
+
+// A triangular test matrix: row-wise diagonally dominant (cond < ~10) or, for unit
+// solves, off-diagonal entries of size 1/n (so the solve's growth stays bounded) and
+// NaN on the diagonal and in the other triangle, which must never be read.
+inline Tensor triangle(int64_t batch, int64_t n, DType dt, bool upper, bool unit, uint64_t seed) {
+  Values v = values(random_tensor({batch, n, n}, DType::Complex128, seed));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        cd& e = v[(b * n + i) * n + j];
+        if (!is_complex(dt)) e = e.real();
+        const bool inside = upper ? j >= i : j <= i;
+        if (!inside || (unit && i == j)) e = cd(nan, 0);
+        else if (i == j) e += static_cast<double>(n) + 1.0;
+        else if (unit) e /= static_cast<double>(n);
+      }
+  return from_values(v, {batch, n, n}, dt);
+}
+
 }  // namespace kiln::linalg_test

@@ -123,21 +123,33 @@ TEST(GatedDeltaRuleChunked, PrefillThenDecodeCarriesState) {
   expect_near_all(values(state), ref.state, 4 * bound, "state");
 }
 
-// bfloat16 and strided inputs are used as their float32 values; no tokens leave the
-// state alone.
+// bfloat16 and strided inputs are used as their float32 values (checked against the
+// float64 reference run on those values); no tokens leave the state alone.
 TEST(GatedDeltaRuleChunked, DtypesStridesAndEmpty) {
   std::mt19937 rng(14);
   const int64_t T = 66, Hk = 2, Hv = 2, dk = 8, dv = 16;
   RuleInputs in = rule_inputs(T, Hk, Hv, dk, dv, rng);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dk));
+  const auto expect_matches_reference = [&](const Tensor& q, const Tensor& k, const Tensor& v, const char* what) {
+    SCOPED_TRACE(what);
+    const RuleReference ref = rule_reference(values(q), values(k), values(v), values(in.g), values(in.beta),
+                                             values(in.state), T, Hk, Hv, dk, dv, true, scale);
+    Tensor state = in.state.clone();
+    const Tensor out = gated_delta_rule_chunked(q, k, v, in.g, in.beta, state);
+    const double bound = chunked_bound(ref, T, dk, dv, 64);
+    expect_near_all(values(out), ref.out, bound, "out vs reference");
+    expect_near_all(values(state), ref.state, 4 * bound, "state vs reference");
+  };
+  // v laid out [T, dv, Hv] and read transposed; q every other row of a longer tensor.
   const Tensor vt = in.v.transpose(1, 2).contiguous().transpose(1, 2);
-  Tensor s1 = in.state.clone(), s2 = in.state.clone();
-  EXPECT_EQ(values(gated_delta_rule_chunked(in.q, in.k, vt, in.g, in.beta, s1)),
-            values(gated_delta_rule_chunked(in.q, in.k, in.v, in.g, in.beta, s2)));
-  EXPECT_EQ(values(s1), values(s2));
-  const Tensor qb = in.q.to(DType::BFloat16);
-  Tensor s3 = in.state.clone(), s4 = in.state.clone();
-  EXPECT_EQ(values(gated_delta_rule_chunked(qb, in.k, in.v, in.g, in.beta, s3)),
-            values(gated_delta_rule_chunked(qb.to(DType::Float32), in.k, in.v, in.g, in.beta, s4)));
+  ASSERT_FALSE(vt.is_contiguous());
+  const Tensor q2 = zeros({2 * T, Hk, dk});
+  q2.slice(0, 0, std::nullopt, 2).copy_(in.q);
+  const Tensor qs = q2.slice(0, 0, std::nullopt, 2);
+  ASSERT_FALSE(qs.is_contiguous());
+  expect_matches_reference(qs, in.k, vt, "strided q and v");
+  expect_matches_reference(in.q.to(DType::BFloat16), in.k.to(DType::BFloat16), in.v.to(DType::BFloat16),
+                           "bfloat16 q, k, v");
 
   Tensor state = in.state.clone();
   const Tensor none = gated_delta_rule_chunked(in.q.narrow(0, 0, 0), in.k.narrow(0, 0, 0), in.v.narrow(0, 0, 0),

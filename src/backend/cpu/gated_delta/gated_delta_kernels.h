@@ -30,13 +30,24 @@ inline void qk_scales(const float* q, const float* k, int64_t dk, float scale, b
   *q_scale = scale;
   *k_scale = 1.0f;
   if (!l2norm) return;
-  float qq = 0.0f, kk = 0.0f;
-  for (int64_t r = 0; r < dk; ++r) {
-    qq += q[r] * q[r];
-    kk += k[r] * k[r];
+  // Eight partial sums (vector lanes), added in a fixed tree: one running sum would be
+  // a chain of dk dependent adds per row.
+  constexpr int kParts = 8;
+  float qq[kParts] = {}, kk[kParts] = {};
+  int64_t r = 0;
+  for (; r + kParts <= dk; r += kParts) {
+    for (int l = 0; l < kParts; ++l) {
+      qq[l] += q[r + l] * q[r + l];
+      kk[l] += k[r + l] * k[r + l];
+    }
   }
-  *q_scale /= std::sqrt(qq + kL2NormEps);
-  *k_scale /= std::sqrt(kk + kL2NormEps);
+  for (; r < dk; ++r) {
+    qq[0] += q[r] * q[r];
+    kk[0] += k[r] * k[r];
+  }
+  const auto total = [](const float* s) { return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])); };
+  *q_scale /= std::sqrt(total(qq) + kL2NormEps);
+  *k_scale /= std::sqrt(total(kk) + kL2NormEps);
 }
 
 }  // namespace kiln::cpu

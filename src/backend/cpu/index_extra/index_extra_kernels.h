@@ -9,5 +9,6 @@ void take_cpu(const ExecutionContext& ctx, const backend::TakeProblem& p);
 void put_cpu(const ExecutionContext& ctx, const backend::PutProblem& p);
 void value_range_cpu(const ExecutionContext& ctx, const int64_t* values, int64_t count, int64_t* min, int64_t* max);
 void bincount_cpu(const ExecutionContext& ctx, const backend::BincountProblem& p);
+bool bincount_one_pass_cpu(const ExecutionContext& ctx, const backend::BincountOnePassProblem& p);
 
 }  // namespace kiln::cpu

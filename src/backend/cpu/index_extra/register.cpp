@@ -10,6 +10,7 @@ const bool registered = [] {
   k.put = &put_cpu;
   k.value_range = &value_range_cpu;
   k.bincount = &bincount_cpu;
+  k.bincount_one_pass = &bincount_one_pass_cpu;
   backend::index_extra_kernels.install(DeviceType::CPU, k);
   return true;
 }();

@@ -4,11 +4,14 @@
 // Aᵀ Xᵀ = Bᵀ, the same problem with A's and X's row and column strides swapped and the
 // triangle flipped.
 //  - n <= 64 (the hybrid models' chunked prefill: unit-lower 16/32/64 blocks, 8+
-//    right-hand sides): each (matrix, panel of W right-hand-side columns) task packs A
-//    row-major (once per matrix and thread) and the panel into scratch and substitutes
-//    with the panel's W accumulators held in registers; A stays in L1. OpenBLAS's trsm
-//    pays a call, its own packing and a thread check per tiny matrix, which costs more
-//    than the solve at these sizes.
+//    right-hand sides): each (matrix, panel of W right-hand-side columns) task
+//    substitutes with the panel's W columns as SIMD lanes. float32/float64 take the
+//    register-blocked kernel of triangular_panel.cpp, which reads A in place through its
+//    strides (an upper solve is a lower one walked backwards) and X in place when a
+//    panel's columns are contiguous; complex types pack A row-major and the panel into
+//    scratch for the generic loop below. A stays in L1. OpenBLAS's trsm pays a call,
+//    its own packing and a thread check per tiny matrix, which costs more than the
+//    solve at these sizes.
 //  - larger n: OpenBLAS's blocked trsm (its gemm-based update is the right tool once A
 //    leaves L1), on A and X in place when they are row- or column-major, else on packed
 //    copies.
@@ -20,6 +23,7 @@
 
 #include "backend/cpu/linalg/linalg_common.h"
 #include "backend/cpu/linalg/linalg_kernels.h"
+#include "backend/cpu/linalg/triangular_panel.h"
 #include "backend/cpu/matmul/blas.h"
 #include "backend/cpu/matmul/blas_buffer_guard.h"
 #include "kiln/int_math.h"
@@ -125,6 +129,9 @@ PanelFn panel_kernel() {
 #endif
 }
 
+// Tasks per pool chunk: about 4096 multiply-adds of A's triangle each.
+int64_t small_grain(int64_t n) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * n / 2)); }
+
 template <typename T, int W>
 void solve_small(const ExecutionContext& ctx, const TriangularSolveProblem& p, const Layout& la, const Layout& lx,
                  bool upper) {
@@ -133,7 +140,7 @@ void solve_small(const ExecutionContext& ctx, const TriangularSolveProblem& p, c
   const int64_t tasks = checked_mul(p.batch, panels, "solve_triangular");
   const T* a = static_cast<const T*>(p.a);
   T* x = static_cast<T*>(p.x);
-  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * n / 2));
+  const int64_t grain = small_grain(n);
   const PanelFn substitute = panel_kernel<T, W>();
   ctx.pool().parallel_for(tasks, grain, [&](int64_t begin, int64_t end) {
     T* packed = ctx.scratch_of<T>(0, n * n + n + n * W);
@@ -158,6 +165,76 @@ void solve_small(const ExecutionContext& ctx, const TriangularSolveProblem& p, c
       substitute(packed, rdiag, panel, n, upper, p.unitriangular);
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t c = 0; c < cols; ++c) xb[i * lx.row_stride + c * lx.col_stride] = panel[i * W + c];
+      }
+    }
+  });
+}
+
+// Prefetches the cache lines of a row-major triangle (other layouts are left to the
+// hardware prefetchers).
+template <typename T>
+void prefetch_triangle(const T* a, const Layout& la, int64_t n, bool upper) {
+  if (la.col_stride != 1) return;
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = a + i * la.row_stride;
+    const int64_t j0 = upper ? i : 0, j1 = upper ? n - 1 : i;
+    for (int64_t j = j0; j <= j1; j += kLine) __builtin_prefetch(row + j, 0, 3);
+    __builtin_prefetch(row + j1, 0, 3);
+  }
+}
+
+// float32/float64, n <= 64: the register-blocked panel kernel (triangular_panel.h).
+template <typename T>
+void solve_small_real(const ExecutionContext& ctx, const TriangularSolveProblem& p, const Layout& la,
+                      const Layout& lx, bool upper) {
+  const int64_t n = p.n;
+  // A narrow panel when it holds every right-hand side (no lanes spent on padding), a
+  // double one when there are enough right-hand sides to fill it.
+  const int64_t wide_lanes = panel_lanes(PanelWidth::kWide, T{});
+  const PanelWidth width = p.nrhs <= panel_lanes(PanelWidth::kNarrow, T{}) ? PanelWidth::kNarrow
+                           : p.nrhs >= 2 * wide_lanes                     ? PanelWidth::kDouble
+                                                                          : PanelWidth::kWide;
+  const int64_t W = panel_lanes(width, T{});
+  const int64_t panels = ceil_div(p.nrhs, W);
+  const int64_t tasks = checked_mul(p.batch, panels, "solve_triangular");
+  const T* a = static_cast<const T*>(p.a);
+  T* x = static_cast<T*>(p.x);
+  // An upper solve is the lower one with rows and columns taken in reverse order.
+  const int64_t a_row = upper ? -la.row_stride : la.row_stride;
+  const int64_t a_col = upper ? -la.col_stride : la.col_stride;
+  const int64_t a_first = upper ? (n - 1) * (la.row_stride + la.col_stride) : 0;
+  ctx.pool().parallel_for(tasks, small_grain(n), [&](int64_t begin, int64_t end) {
+    T* panel = ctx.scratch_of<T>(0, n * W);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / panels;
+      const int64_t c0 = (t % panels) * W;
+      const int64_t cols = std::min<int64_t>(W, p.nrhs - c0);
+      T* xb = x + b * lx.batch_stride + c0 * lx.col_stride;
+      const bool in_place = lx.col_stride == 1 && cols == W;
+      T* rows = xb;
+      int64_t row_step = lx.row_stride;
+      if (!in_place) {
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t c = 0; c < cols; ++c) panel[i * W + c] = xb[i * lx.row_stride + c * lx.col_stride];
+          for (int64_t c = cols; c < W; ++c) panel[i * W + c] = T(0);
+        }
+        rows = panel;
+        row_step = W;
+      }
+      if (upper) {
+        rows += (n - 1) * row_step;
+        row_step = -row_step;
+      }
+      // The next task's matrix, when it is another one: its triangle is read from
+      // memory while this one is solved (a batch of blocks is usually cold: it was
+      // just written by the caller).
+      if (t + 1 < end && (t + 1) / panels != b) prefetch_triangle(a + (b + 1) * la.batch_stride, la, n, upper);
+      solve_lower_panel(width, a + b * la.batch_stride + a_first, a_row, a_col, rows, row_step, n, p.unitriangular);
+      if (!in_place) {
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t c = 0; c < cols; ++c) xb[i * lx.row_stride + c * lx.col_stride] = panel[i * W + c];
+        }
       }
     }
   });
@@ -282,6 +359,7 @@ void triangular_solve_cpu(const ExecutionContext& ctx, const TriangularSolveProb
     // Few right-hand sides (the chunked prefill's 8) take a half-width panel, so no
     // lanes are spent on padding.
     if (p.n > kSmallOrder) solve_large<T>(ctx, p, la, lx, upper);
+    else if constexpr (!kIsComplex<T>) solve_small_real<T>(ctx, p, la, lx, upper);
     else if (p.nrhs <= kPanel<T> / 2) solve_small<T, kPanel<T> / 2>(ctx, p, la, lx, upper);
     else solve_small<T, kPanel<T>>(ctx, p, la, lx, upper);
   });

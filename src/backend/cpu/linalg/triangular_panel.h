@@ -1,0 +1,27 @@
+// Register-blocked forward substitution on a panel of right-hand sides held as SIMD
+// lanes (float32 and float64; the small path of triangular_solve.cpp). Internal header.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::cpu::linalg {
+
+// How many right-hand sides a panel holds: narrow, at most one AVX2 register (8 floats,
+// 4 doubles; the chunked DeltaNet prefill's 8-right-hand-side systems); wide, the
+// CPU's widest vector (16 floats on AVX-512); double, two of those per row.
+enum class PanelWidth { kNarrow = 0, kWide = 1, kDouble = 2 };
+
+int64_t panel_lanes(PanelWidth width, float);
+int64_t panel_lanes(PanelWidth width, double);
+
+// Solves L X = X in place for one lower-triangular n x n matrix L and one panel X of
+// panel_lanes(width) right-hand sides per row. L(i, j) is a[i * a_row + j * a_col] (any
+// strides, negative included: an upper solve is a lower one read backwards); row i of X
+// is the panel_lanes values at x + i * x_row (unaligned). Only the strict lower triangle
+// of L is read, and its diagonal unless `unit`.
+void solve_lower_panel(PanelWidth width, const float* a, int64_t a_row, int64_t a_col, float* x, int64_t x_row,
+                       int64_t n, bool unit);
+void solve_lower_panel(PanelWidth width, const double* a, int64_t a_row, int64_t a_col, double* x, int64_t x_row,
+                       int64_t n, bool unit);
+
+}  // namespace kiln::cpu::linalg
