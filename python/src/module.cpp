@@ -195,4 +195,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_devices(m);
   bind_autograd(m);
   bind_nn_functional(m);
+  bind_inplace(m);
 }
