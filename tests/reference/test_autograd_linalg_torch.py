@@ -54,11 +54,11 @@ def compare(kiln_fn, torch_fn, *arrays, rtol=1e-8, atol=1e-10):
     k_out = k_out if isinstance(k_out, tuple) else (k_out,)
     t_out = t_out if isinstance(t_out, tuple) else (t_out,)
     for k, t in zip(k_out, t_out):
-        np.testing.assert_allclose(k.detach().numpy(), t.detach().numpy(), rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(k.detach().numpy(), t.detach().resolve_conj().numpy(), rtol=1e-9, atol=1e-11)
     real_loss(k_out, "kiln").backward()
     real_loss(t_out, "torch").backward()
     for k, t in zip(ks, ts):
-        np.testing.assert_allclose(k.grad.numpy(), t.grad.numpy(), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(k.grad.numpy(), t.grad.resolve_conj().numpy(), rtol=rtol, atol=atol)
 
 
 def dominant(x, lib):
