@@ -227,3 +227,55 @@ def test_fp8_cast_passes_the_gradient_and_scaled_mm_refuses():
     assert out.requires_grad
     with pytest.raises(NotImplementedError, match="derivative for aten::_scaled_mm is not implemented"):
         out.sum().backward()
+
+
+# ---------------------------------------------------------------- edges and narrow dtypes
+
+def test_one_by_one_and_empty_matrices():
+    one = leaf(2, 1, 1, seed=80)
+    assert gradcheck(lambda x: LA.det(dominant(x)), (one,))
+    assert gradcheck(lambda x: LA.inv(dominant(x)), (one,))
+    assert gradcheck(lambda x, y: LA.solve(dominant(x), y), (one, leaf(2, 1, 3, seed=81)))
+    assert gradcheck(lambda x: LA.cholesky(dominant(x * x)), (one,))
+    assert gradcheck(lambda x: LA.svdvals(dominant(x)), (one,))
+    assert gradcheck(lambda x: LA.eigvalsh(x), (one,))
+    assert gradcheck(lambda x: tuple(LA.qr(dominant(x))), (one,))
+    empty = kiln.zeros([3, 0, 0], dtype=kiln.float64).requires_grad_()
+    LA.det(empty).sum().backward()
+    assert tuple(empty.grad.shape) == (3, 0, 0)
+    batch0 = kiln.zeros([0, 3, 3], dtype=kiln.float64).requires_grad_()
+    LA.inv(batch0).sum().backward()
+    assert tuple(batch0.grad.shape) == (0, 3, 3)
+
+
+@pytest.mark.parametrize("narrow,wide,tol", [(kiln.float32, kiln.float64, 1e-4), (kiln.complex64, kiln.complex128, 1e-4)])
+def test_float32_and_complex64_gradients_agree_with_double(narrow, wide, tol):
+    # Same inputs, computed in the narrow dtype: the gradient keeps that dtype and
+    # agrees with the double one to its precision (condition numbers here are ~3).
+    base = leaf(2, 4, 4, seed=90, dtype=np.complex128 if wide == kiln.complex128 else np.float64).detach()
+    rhs = leaf(2, 4, 2, seed=91, dtype=np.complex128 if wide == kiln.complex128 else np.float64).detach()
+    grads = []
+    for dt in (narrow, wide):
+        a = base.to(dt).requires_grad_()
+        b = rhs.to(dt).requires_grad_()
+        eye = kiln.eye(4, dtype=kiln.float32 if dt in (kiln.float32, kiln.complex64) else kiln.float64)
+        A = a + eye * 6.0
+        out = LA.solve(A, b).abs().sum() + LA.slogdet(A).logabsdet.sum() + LA.svdvals(A).sum()
+        out = out + (LA.inv(A).abs() ** 2).sum() + LA.eigvalsh(A + kiln.autograd.conj(A).transpose(-2, -1)).sum()
+        out.backward()
+        assert a.grad.dtype == dt and b.grad.dtype == dt
+        grads.append((a.grad.to(wide).numpy(), b.grad.to(wide).numpy()))
+    for narrow_g, wide_g in zip(*grads):
+        np.testing.assert_allclose(narrow_g, wide_g, rtol=tol, atol=tol)
+
+
+def test_more_double_backward():
+    a = leaf(3, 3, seed=95)
+    assert gradgradcheck(lambda x: LA.slogdet(dominant(x)).logabsdet, (a,), atol=1e-4)
+    assert gradgradcheck(lambda x: LA.pinv(dominant(x)), (a,), atol=1e-4)
+    A = dominant(leaf(3, 3, seed=96)).detach()
+    LU, piv = LA.lu_factor(A)
+    LU = LU.clone().requires_grad_()
+    assert gradgradcheck(lambda lu, y: LA.lu_solve(lu, piv, y), (LU, leaf(3, 2, seed=97)), atol=1e-4)
+    assert gradgradcheck(lambda x, y: LA.solve_triangular(dominant(x), y, upper=False, left=False),
+                         (a, leaf(2, 3, seed=98)), atol=1e-4)
