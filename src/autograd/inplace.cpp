@@ -11,12 +11,12 @@
 // view_base). An in-place op on it gives the root a CopySlices node (the root's old
 // history outside the view's elements, the op's result inside them) and the view a node
 // that reads its elements back out of the root's gradient.
-#include <fmt/core.h>
+#include <cctype>
+#include <string>
 
 #include "autograd/formula_util.h"
 #include "autograd/function.h"
 #include "kiln/error.h"
-#include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
 
 namespace kiln::autograd {

@@ -59,9 +59,9 @@ struct TensorMethodHooks {
                        std::optional<int64_t> offset) = nullptr;
   Tensor (*clone)(const Tensor& self) = nullptr;
   Tensor (*to)(const Tensor& self, DType dtype) = nullptr;
-  // In-place ops (PyTorch's rebase_history): runs in_place() with recording off, then
-  // records out_of_place(a recorded copy of self's old value) and makes that self's
-  // history (and, for a view, its base's).
+  // In-place ops (PyTorch's rebase_history): records out_of_place(a recorded copy of
+  // self's old value), runs in_place() with recording off and makes the recorded node
+  // self's history (and, for a view, its base's).
   void (*inplace)(const Tensor& self, const char* op, const std::function<void()>& in_place,
                   const std::function<Tensor(const Tensor&)>& out_of_place) = nullptr;
 };
