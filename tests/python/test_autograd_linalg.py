@@ -279,3 +279,24 @@ def test_more_double_backward():
     assert gradgradcheck(lambda lu, y: LA.lu_solve(lu, piv, y), (LU, leaf(3, 2, seed=97)), atol=1e-4)
     assert gradgradcheck(lambda x, y: LA.solve_triangular(dominant(x), y, upper=False, left=False),
                          (a, leaf(2, 3, seed=98)), atol=1e-4)
+
+
+def test_moe_route_bfloat16_logits_and_selection_bias():
+    rng = np.random.default_rng(75)
+    base = (rng.permutation(4 * 6).reshape(4, 6) * 0.25).astype(np.float32)
+    logits = kiln.from_numpy(base).clone().to(kiln.bfloat16).requires_grad_()
+    bias = kiln.from_numpy(rng.standard_normal(6).astype(np.float32)).clone().requires_grad_()
+    w, ids = kiln.moe_route(logits, 2, scoring="sigmoid", renormalize=True, selection_bias=bias, renorm_eps=1e-6)
+    g = kiln.from_numpy(rng.standard_normal((4, 2)).astype(np.float32)).clone()
+    w.backward(g)
+    # The gradient reaches the bfloat16 logits (cast back, as PyTorch's `to`); the bias
+    # only changes the choice and gets none.
+    assert logits.grad is not None and logits.grad.dtype == kiln.bfloat16 and bias.grad is None
+    # The same routing from float32 logits holding the same (bfloat16) values: the
+    # gradient agrees to bfloat16's precision (8 bits: relative 2^-8).
+    f32 = logits.detach().to(kiln.float32).requires_grad_()
+    w32, ids32 = kiln.moe_route(f32, 2, scoring="sigmoid", renormalize=True, selection_bias=bias.detach(),
+                                renorm_eps=1e-6)
+    np.testing.assert_array_equal(ids.numpy(), ids32.numpy())
+    w32.backward(g)
+    np.testing.assert_allclose(logits.grad.to(kiln.float32).numpy(), f32.grad.numpy(), rtol=1e-2, atol=1e-3)
