@@ -10,6 +10,8 @@ import functools as _functools
 from ._kiln import _autograd as _engine
 
 Node = _engine.Node
+# Complex conjugate, recorded like any op (the identity for real tensors).
+conj = _engine.conj
 
 
 def is_grad_enabled():

@@ -198,4 +198,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_safetensors(m);
   bind_parameter_support(m);
   bind_conv(m);
+  bind_inplace(m);
 }

@@ -106,4 +106,12 @@ Tensor mul_conj(const Tensor& g, const Tensor& t) { return mul(g, conj(t)); }
 
 Tensor zeros_of(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
 
+Tensor as_view_of(const Tensor& base, Tensor view) {
+  AutogradMeta* meta = view.autograd_meta();
+  if (meta == nullptr || meta->grad_fn == nullptr) return view;
+  const AutogradMeta* base_meta = base.autograd_meta();
+  meta->view_base = base_meta != nullptr && base_meta->view_base.defined() ? base_meta->view_base : base;
+  return view;
+}
+
 }  // namespace kiln::autograd

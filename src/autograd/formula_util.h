@@ -31,5 +31,8 @@ Tensor embed_along(const Tensor& g, const Shape& sizes, int64_t dim, int64_t sta
 Tensor mul_conj(const Tensor& g, const Tensor& t);
 // Zeros like t.
 Tensor zeros_of(const Tensor& t);
+// Marks `view` (a recorded view of `base`) as viewing base's root, for in-place ops on
+// it; returns it.
+Tensor as_view_of(const Tensor& base, Tensor view);
 
 }  // namespace kiln::autograd

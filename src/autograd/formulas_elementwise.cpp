@@ -22,12 +22,17 @@ Scalar conj_scalar(const Scalar& s) { return s.is_complex() ? Scalar(std::conj(s
 Scalar negated(const Scalar& s) { return s.is_complex() ? Scalar(-s.to_complex()) : Scalar(-s.to_double()); }
 bool is_one(const Scalar& s) { return !s.is_complex() && !s.is_bool() && s.to_double() == 1.0; }
 
-// A one-input op whose backward reads its input and/or output.
+// A one-input op whose backward reads its input or its output: only that one is saved
+// (as PyTorch's formulas do), so an in-place change of the other does not invalidate
+// the backward. The backward gets an undefined tensor for the one not saved.
+enum class Reads { Input, Output };
 template <typename Fwd, typename Bwd>
-Tensor unary(const char* name, const Tensor& x, Fwd fwd, Bwd bwd) {
+Tensor unary(const char* name, const Tensor& x, Fwd fwd, Bwd bwd, Reads reads) {
   Tensor y = below_autograd([&] { return fwd(x); });
-  return record(name, {x}, y, {Save::input(x), Save::out(0)},
-                [bwd](C& c) { return Grads{bwd(c.grad(), c.saved[0], c.saved[1])}; });
+  if (reads == Reads::Input) {
+    return record(name, {x}, y, {Save::input(x)}, [bwd](C& c) { return Grads{bwd(c.grad(), c.saved[0], Tensor())}; });
+  }
+  return record(name, {x}, y, {Save::out(0)}, [bwd](C& c) { return Grads{bwd(c.grad(), Tensor(), c.saved[0])}; });
 }
 
 Tensor zero_grad_unary(const char* name, const Tensor& x, Tensor (*fwd)(const Tensor&)) {
@@ -160,7 +165,7 @@ Tensor sgn(const Tensor& x) {
 
 Tensor abs_entry(const Tensor& x) {
   return unary("AbsBackward0", x, [](const Tensor& t) { return abs(t); },
-               [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sgn(x)); });
+               [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sgn(x)); }, Reads::Input);
 }
 Tensor neg_entry(const Tensor& x) {
   Tensor y = below_autograd([&] { return neg(x); });
@@ -168,76 +173,84 @@ Tensor neg_entry(const Tensor& x) {
 }
 Tensor square_entry(const Tensor& x) {
   return unary("PowBackward0", x, [](const Tensor& t) { return square(t); },
-               [](const Tensor& g, const Tensor& x, const Tensor&) { return mul_conj(g, mul(x, Scalar(2.0))); });
+               [](const Tensor& g, const Tensor& x, const Tensor&) { return mul_conj(g, mul(x, Scalar(2.0))); },
+               Reads::Input);
 }
 Tensor exp_entry(const Tensor& x) {
   return unary("ExpBackward0", x, [](const Tensor& t) { return exp(t); },
-               [](const Tensor& g, const Tensor&, const Tensor& y) { return mul_conj(g, y); });
+               [](const Tensor& g, const Tensor&, const Tensor& y) { return mul_conj(g, y); }, Reads::Output);
 }
 Tensor exp2_entry(const Tensor& x) {
   return unary("Exp2Backward0", x, [](const Tensor& t) { return exp2(t); },
-               [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, mul(y, Scalar(std::numbers::ln2))); });
+               [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, mul(y, Scalar(std::numbers::ln2))); },
+               Reads::Output);
 }
 Tensor expm1_entry(const Tensor& x) {
   return unary("Expm1Backward0", x, [](const Tensor& t) { return expm1(t); },
-               [](const Tensor& g, const Tensor&, const Tensor& y) { return mul_conj(g, add(y, Scalar(1.0))); });
+               [](const Tensor& g, const Tensor&, const Tensor& y) { return mul_conj(g, add(y, Scalar(1.0))); },
+               Reads::Output);
 }
 Tensor log_entry(const Tensor& x) {
   return unary("LogBackward0", x, [](const Tensor& t) { return log(t); },
-               [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, conj(x)); });
+               [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, conj(x)); }, Reads::Input);
 }
 Tensor log2_entry(const Tensor& x) {
   return unary("Log2Backward0", x, [](const Tensor& t) { return log2(t); },
-               [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, mul(x, Scalar(std::numbers::ln2))); });
+               [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, mul(x, Scalar(std::numbers::ln2))); },
+               Reads::Input);
 }
 Tensor log1p_entry(const Tensor& x) {
   return unary("Log1PBackward0", x, [](const Tensor& t) { return log1p(t); },
-               [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, add(x, Scalar(1.0))); });
+               [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, add(x, Scalar(1.0))); },
+               Reads::Input);
 }
 Tensor sqrt_entry(const Tensor& x) {
   return unary("SqrtBackward0", x, [](const Tensor& t) { return sqrt(t); },
-               [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, mul(conj(y), Scalar(2.0))); });
+               [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, mul(conj(y), Scalar(2.0))); },
+               Reads::Output);
 }
 Tensor rsqrt_entry(const Tensor& x) {
   return unary("RsqrtBackward0", x, [](const Tensor& t) { return rsqrt(t); },
                [](const Tensor& g, const Tensor&, const Tensor& y) {
                  return mul_conj(g, mul(pow(y, Scalar(3.0)), Scalar(-0.5)));
-               });
+               }, Reads::Output);
 }
 Tensor reciprocal_entry(const Tensor& x) {
   return unary("ReciprocalBackward0", x, [](const Tensor& t) { return reciprocal(t); },
-               [](const Tensor& g, const Tensor&, const Tensor& y) { return neg(mul_conj(g, mul(y, y))); });
+               [](const Tensor& g, const Tensor&, const Tensor& y) { return neg(mul_conj(g, mul(y, y))); },
+               Reads::Output);
 }
 Tensor sin_entry(const Tensor& x) {
   return unary("SinBackward0", x, [](const Tensor& t) { return sin(t); },
-               [](const Tensor& g, const Tensor& x, const Tensor&) { return mul_conj(g, cos(x)); });
+               [](const Tensor& g, const Tensor& x, const Tensor&) { return mul_conj(g, cos(x)); }, Reads::Input);
 }
 Tensor cos_entry(const Tensor& x) {
   return unary("CosBackward0", x, [](const Tensor& t) { return cos(t); },
-               [](const Tensor& g, const Tensor& x, const Tensor&) { return neg(mul_conj(g, sin(x))); });
+               [](const Tensor& g, const Tensor& x, const Tensor&) { return neg(mul_conj(g, sin(x))); }, Reads::Input);
 }
 Tensor tanh_entry(const Tensor& x) {
   return unary("TanhBackward0", x, [](const Tensor& t) { return tanh(t); },
                [](const Tensor& g, const Tensor&, const Tensor& y) {
                  return mul_conj(g, sub(ones_like(y), mul(y, y)));
-               });
+               }, Reads::Output);
 }
 Tensor sigmoid_entry(const Tensor& x) {
   return unary("SigmoidBackward0", x, [](const Tensor& t) { return sigmoid(t); },
                [](const Tensor& g, const Tensor&, const Tensor& y) {
                  return mul_conj(g, mul(y, sub(ones_like(y), y)));
-               });
+               }, Reads::Output);
 }
 Tensor silu_entry(const Tensor& x) {
   return unary("SiluBackward0", x, [](const Tensor& t) { return silu(t); },
                [](const Tensor& g, const Tensor& x, const Tensor&) {
                  Tensor s = sigmoid(x);
                  return mul(g, mul(s, add(mul(x, sub(ones_like(s), s)), Scalar(1.0))));
-               });
+               }, Reads::Input);
 }
 Tensor relu_entry(const Tensor& x) {
   return unary("ReluBackward0", x, [](const Tensor& t) { return relu(t); },
-               [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, gt(y, Scalar(0)).to(g.dtype())); });
+               [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, gt(y, Scalar(0)).to(g.dtype())); },
+               Reads::Output);
 }
 
 // gelu's derivative Phi(x) + x phi(x). kiln has no erf, so Phi is read off the forward:

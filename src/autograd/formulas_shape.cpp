@@ -185,18 +185,24 @@ Tensor embedding_entry(const Tensor& weight, const Tensor& indices, std::optiona
   });
 }
 
+// A view entry that also remembers the root it views, for in-place ops on it (inplace.cpp).
+template <auto Entry, typename... Args>
+Tensor remembered_view(const Tensor& x, Args... args) {
+  return as_view_of(x, Entry(x, args...));
+}
+
 const bool installed = [] {
   auto& m = autograd_hooks::tensor_method_hooks();
-  m.view = view_entry;
-  m.permute = permute_entry;
-  m.transpose = transpose_entry;
-  m.expand = expand_entry;
-  m.narrow = narrow_entry;
-  m.slice = slice_entry;
-  m.select = select_entry;
-  m.squeeze_all = squeeze_all_entry;
-  m.squeeze = squeeze_entry;
-  m.unsqueeze = unsqueeze_entry;
+  m.view = remembered_view<view_entry, const Shape&>;
+  m.permute = remembered_view<permute_entry, const Shape&>;
+  m.transpose = remembered_view<transpose_entry, int64_t, int64_t>;
+  m.expand = remembered_view<expand_entry, const Shape&>;
+  m.narrow = remembered_view<narrow_entry, int64_t, int64_t, int64_t>;
+  m.slice = remembered_view<slice_entry, int64_t, std::optional<int64_t>, std::optional<int64_t>, int64_t>;
+  m.select = remembered_view<select_entry, int64_t, int64_t>;
+  m.squeeze_all = remembered_view<squeeze_all_entry>;
+  m.squeeze = remembered_view<squeeze_entry, int64_t>;
+  m.unsqueeze = remembered_view<unsqueeze_entry, int64_t>;
   m.clone = clone_entry;
   m.to = to_entry;
   auto& h = autograd_hooks::op_hooks();

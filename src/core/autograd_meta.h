@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -28,6 +29,10 @@ struct AutogradMeta {
   uint32_t output_nr = 0;
   // A leaf's gradient accumulator, shared by every edge into it while a graph lives.
   std::weak_ptr<autograd::Node> grad_accumulator;
+  // Views recorded while their base required grad: the root tensor they view (never a
+  // view itself), so an in-place op on the view can rebase the root's history too
+  // (PyTorch's CopySlices). Undefined for tensors that are not such views.
+  Tensor view_base;
 };
 
 namespace autograd_hooks {
@@ -54,8 +59,22 @@ struct TensorMethodHooks {
                        std::optional<int64_t> offset) = nullptr;
   Tensor (*clone)(const Tensor& self) = nullptr;
   Tensor (*to)(const Tensor& self, DType dtype) = nullptr;
+  // In-place ops (PyTorch's rebase_history): records out_of_place(a recorded copy of
+  // self's old value), runs in_place() with recording off and makes the recorded node
+  // self's history (and, for a view, its base's).
+  void (*inplace)(const Tensor& self, const char* op, const std::function<void()>& in_place,
+                  const std::function<Tensor(const Tensor&)>& out_of_place) = nullptr;
 };
 TensorMethodHooks& tensor_method_hooks();
+
+// Whether an in-place write of self (reading `source`, when given) must be recorded:
+// grad mode is on and self or the source requires grad.
+inline bool inplace_records(const Tensor& self, const Tensor* source = nullptr) {
+  const bool candidate = self.has_autograd_meta() || (source != nullptr && source->defined() &&
+                                                      source->has_autograd_meta());
+  return candidate && GradMode::is_enabled() &&
+         (self.requires_grad() || (source != nullptr && source->defined() && source->requires_grad()));
+}
 
 // A NotImplemented error: `op` was asked to record but has no backward formula.
 [[noreturn]] void no_formula(const char* op);
@@ -67,6 +86,18 @@ Fn installed(Fn fn, const char* op) {
 }
 
 }  // namespace autograd_hooks
+
+// The first line of an in-place op that autograd can record: when inplace_records says
+// so, hands over to the inplace hook (in_place and out_of_place are lambdas) and returns
+// self. Otherwise the op runs as if autograd did not exist.
+#define KILN_INPLACE_AUTOGRAD(op, self, source, in_place, out_of_place)                                    \
+  do {                                                                                                     \
+    if (::kiln::autograd_hooks::inplace_records(self, source)) [[unlikely]] {                              \
+      ::kiln::autograd_hooks::installed(::kiln::autograd_hooks::tensor_method_hooks().inplace, op)(        \
+          self, op, in_place, out_of_place);                                                               \
+      return self;                                                                                         \
+    }                                                                                                      \
+  } while (0)
 
 // The first line of a differentiable Tensor method: when `self` records, the autograd
 // layer computes the method (with recording off) and records it.

@@ -112,8 +112,8 @@ void check_writable(const Tensor& self, const char* op) {
     KILN_CHECK(!self.is_leaf(), op,
                "a leaf Variable that requires grad is being used in an in-place operation.");
     fail(ErrorKind::NotImplemented, op,
-         "in-place operations on tensors that require grad are not supported by kiln's autograd yet; use the "
-         "out-of-place op (or run it under no_grad)");
+         "this in-place op is not recorded by kiln's autograd when its tensor requires grad (docs/autograd.md "
+         "lists the in-place ops that are); use the out-of-place op (or run it under no_grad)");
   }
   self.storage()->version.fetch_add(1, std::memory_order_relaxed);
 }
@@ -121,8 +121,8 @@ void check_writable(const Tensor& self, const char* op) {
 void check_inplace_source(const Tensor& source, const char* op) {
   if (source.defined() && source.has_autograd_meta() && autograd_hooks::records(source)) [[unlikely]] {
     fail(ErrorKind::NotImplemented, op,
-         "writing a tensor that requires grad into another tensor in place is not recorded by kiln's "
-         "autograd yet; use the out-of-place op (or detach() the source)");
+         "this in-place op does not record writing a tensor that requires grad into another (docs/autograd.md "
+         "lists the in-place ops that do); use the out-of-place op (or detach() the source)");
   }
 }
 

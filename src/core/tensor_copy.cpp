@@ -67,6 +67,10 @@ Tensor Tensor::to(DType target) const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   KILN_CHECK(src.defined(), "copy_", "source tensor is undefined");
+  // Under autograd the old value's gradient is zero and src's is the gradient, cast and
+  // summed back to src's shape (PyTorch's CopyBackwards).
+  KILN_INPLACE_AUTOGRAD(
+      "copy_", *this, &src, [&] { copy_(src); }, [&](const Tensor&) { return src.to(dtype()).expand(sizes()); });
   // PyTorch's rules: copying a view onto itself is a no-op; a destination whose elements
   // share memory, or a source that partly overlaps it, would depend on the write order.
   check_writable(*this, "copy_");
@@ -113,6 +117,9 @@ Tensor Tensor::from_scalar(const Scalar& value) {
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
+  // Under autograd: a constant, so the old value's gradient is zero.
+  KILN_INPLACE_AUTOGRAD(
+      "fill_", *this, nullptr, [&] { fill_(value); }, [&](const Tensor&) { return Tensor(); });
   check_writable(*this, "fill_");
   // PyTorch's checked conversion: a complex value with an imaginary part does not fit a
   // real dtype (full((2,), 1j, dtype=float32) raises rather than dropping the 1j).

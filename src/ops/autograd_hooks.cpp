@@ -1,10 +1,16 @@
 // The op hook table (ops/autograd_hooks.h) and the argument tests that need loops.
 #include "ops/autograd_hooks.h"
+#include "ops/autograd_hooks_linalg.h"
 
 namespace kiln::autograd_hooks {
 
 OpHooks& op_hooks() {
   static OpHooks hooks;
+  return hooks;
+}
+
+LinalgHooks& linalg_hooks() {
+  static LinalgHooks hooks;
   return hooks;
 }
 

@@ -274,8 +274,13 @@ Tensor atan2(const Tensor& a, const Tensor& b) {
 }
 
 // ---------------------------------------------------------------- in place
+//
+// Under autograd each records its out-of-place op on the old value as self's new
+// history (KILN_INPLACE_AUTOGRAD, core/autograd_meta.h).
 
 Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  KILN_INPLACE_AUTOGRAD(
+      "add_", self, &other, [&] { add_(self, other, alpha); }, [&](const Tensor& s) { return add(s, other, alpha); });
   check_operands("add_", self, other);
   const DType result = result_type({self, other});
   ew::check_inplace("add_", self, other, result);
@@ -284,6 +289,8 @@ Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
 }
 
 Tensor& add_(Tensor& self, const Scalar& other, const Scalar& alpha) {
+  KILN_INPLACE_AUTOGRAD(
+      "add_", self, nullptr, [&] { add_(self, other, alpha); }, [&](const Tensor& s) { return add(s, other, alpha); });
   check_defined(self, "add_", "input");
   const DType result = result_type({self, other});
   const Tensor b = arith_scalar(other, result);
@@ -293,6 +300,8 @@ Tensor& add_(Tensor& self, const Scalar& other, const Scalar& alpha) {
 }
 
 Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  KILN_INPLACE_AUTOGRAD(
+      "sub_", self, &other, [&] { sub_(self, other, alpha); }, [&](const Tensor& s) { return sub(s, other, alpha); });
   check_operands("sub_", self, other);
   check_sub_dtypes("sub_", self.dtype(), other.dtype());
   const DType result = result_type({self, other});
@@ -302,6 +311,8 @@ Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha) {
 }
 
 Tensor& sub_(Tensor& self, const Scalar& other, const Scalar& alpha) {
+  KILN_INPLACE_AUTOGRAD(
+      "sub_", self, nullptr, [&] { sub_(self, other, alpha); }, [&](const Tensor& s) { return sub(s, other, alpha); });
   check_defined(self, "sub_", "input");
   check_sub_dtypes("sub_", self.dtype(), other.promotion_dtype());
   const DType result = result_type({self, other});
@@ -312,6 +323,8 @@ Tensor& sub_(Tensor& self, const Scalar& other, const Scalar& alpha) {
 }
 
 Tensor& mul_(Tensor& self, const Tensor& other) {
+  KILN_INPLACE_AUTOGRAD(
+      "mul_", self, &other, [&] { mul_(self, other); }, [&](const Tensor& s) { return mul(s, other); });
   check_operands("mul_", self, other);
   const DType result = result_type({self, other});
   ew::check_inplace("mul_", self, other, result);
@@ -320,6 +333,8 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
 }
 
 Tensor& mul_(Tensor& self, const Scalar& other) {
+  KILN_INPLACE_AUTOGRAD(
+      "mul_", self, nullptr, [&] { mul_(self, other); }, [&](const Tensor& s) { return mul(s, other); });
   check_defined(self, "mul_", "input");
   const DType result = result_type({self, other});
   const Tensor b = arith_scalar(other, result);
@@ -329,6 +344,9 @@ Tensor& mul_(Tensor& self, const Scalar& other) {
 }
 
 Tensor& div_(Tensor& self, const Tensor& other, std::optional<std::string_view> rounding_mode) {
+  KILN_INPLACE_AUTOGRAD(
+      "div_", self, &other, [&] { div_(self, other, rounding_mode); },
+      [&](const Tensor& s) { return div(s, other, rounding_mode); });
   check_operands("div_", self, other);
   const Rounding rounding = parse_rounding("div_", rounding_mode);
   const DType result = div_result(result_type({self, other}), rounding);
@@ -338,6 +356,9 @@ Tensor& div_(Tensor& self, const Tensor& other, std::optional<std::string_view> 
 }
 
 Tensor& div_(Tensor& self, const Scalar& other, std::optional<std::string_view> rounding_mode) {
+  KILN_INPLACE_AUTOGRAD(
+      "div_", self, nullptr, [&] { div_(self, other, rounding_mode); },
+      [&](const Tensor& s) { return div(s, other, rounding_mode); });
   check_defined(self, "div_", "input");
   const Rounding rounding = parse_rounding("div_", rounding_mode);
   const DType result = div_result(result_type({self, other}), rounding);

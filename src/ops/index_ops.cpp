@@ -295,6 +295,9 @@ Tensor index_add(const Tensor& input, int64_t dim, const Tensor& index, const Te
 }
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  KILN_INPLACE_AUTOGRAD(
+      "masked_fill_", self, nullptr, [&] { masked_fill_(self, mask, value); },
+      [&](const Tensor& s) { return masked_fill(s, mask, value); });
   common_device("masked_fill_", {&self, &mask});
   check_defined(self, "masked_fill_", "self");
   check_writable(self, "masked_fill_");
@@ -313,6 +316,9 @@ Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Scalar& value)
 }
 
 Tensor masked_fill_(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  KILN_INPLACE_AUTOGRAD(
+      "masked_fill_", self, &value, [&] { masked_fill_(self, mask, value); },
+      [&](const Tensor& s) { return masked_fill(s, mask, value); });
   common_device("masked_fill_", {&self, &mask, &value});
   check_inplace_source(value, "masked_fill_");
   return masked_fill_(self, mask, value_from_tensor(value, "masked_fill_"));

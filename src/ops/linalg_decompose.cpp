@@ -8,6 +8,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks_linalg.h"
 #include "ops/linalg_common.h"
 #include "ops/op_utils.h"
 
@@ -16,6 +17,7 @@ namespace kiln::linalg {
 using namespace detail;
 
 CholeskyExResult cholesky_ex(const Tensor& A, bool upper, bool check_errors_flag) {
+  KILN_LINALG_AUTOGRAD(cholesky_ex, A, upper, check_errors_flag);
   const char* op = "linalg.cholesky_ex";
   check_square(A, op);
   const Shape batch = batch_shape(A);
@@ -38,6 +40,7 @@ Tensor cholesky(const Tensor& A, bool upper) {
 }
 
 QrResult qr(const Tensor& A, std::string_view mode) {
+  KILN_LINALG_AUTOGRAD(qr, A, mode);
   const char* op = "linalg.qr";
   check_matrix_input(A, op);
   KILN_CHECK(mode == "reduced" || mode == "complete" || mode == "r", op,
@@ -125,13 +128,23 @@ EighResult eigh_impl(const Tensor& A, std::string_view UPLO, bool vectors, const
 
 }  // namespace
 
-SvdResult svd(const Tensor& A, bool full_matrices) { return svd_impl(A, full_matrices, true, "linalg.svd"); }
+SvdResult svd(const Tensor& A, bool full_matrices) {
+  KILN_LINALG_AUTOGRAD(svd, A, full_matrices);
+  return svd_impl(A, full_matrices, true, "linalg.svd");
+}
 
-Tensor svdvals(const Tensor& A) { return svd_impl(A, false, false, "linalg.svdvals").S; }
+Tensor svdvals(const Tensor& A) {
+  KILN_LINALG_AUTOGRAD(svdvals, A);
+  return svd_impl(A, false, false, "linalg.svdvals").S;
+}
 
-EighResult eigh(const Tensor& A, std::string_view UPLO) { return eigh_impl(A, UPLO, true, "linalg.eigh"); }
+EighResult eigh(const Tensor& A, std::string_view UPLO) {
+  KILN_LINALG_AUTOGRAD(eigh, A, UPLO);
+  return eigh_impl(A, UPLO, true, "linalg.eigh");
+}
 
 Tensor eigvalsh(const Tensor& A, std::string_view UPLO) {
+  KILN_LINALG_AUTOGRAD(eigvalsh, A, UPLO);
   return eigh_impl(A, UPLO, false, "linalg.eigvalsh").eigenvalues;
 }
 
@@ -165,6 +178,7 @@ std::pair<Tensor, Tensor> tolerances(const Tensor& A, const Shape& batch, const 
 }  // namespace
 
 Tensor pinv(const Tensor& A, const std::optional<Tensor>& atol, const std::optional<Tensor>& rtol, bool hermitian) {
+  KILN_LINALG_AUTOGRAD(pinv, A, atol, rtol, hermitian);
   const char* op = "linalg.pinv";
   check_matrix_input(A, op);
   if (hermitian) check_square(A, op);
@@ -211,6 +225,7 @@ Tensor pinv(const Tensor& A, std::optional<double> atol, std::optional<double> r
 
 LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
                   std::optional<std::string_view> driver_name) {
+  KILN_LINALG_AUTOGRAD(lstsq, A, B, rcond, driver_name);
   const char* op = "torch.linalg.lstsq";
   check_defined(A, op, "input");
   check_defined(B, op, "other");

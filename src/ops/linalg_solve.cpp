@@ -6,6 +6,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/type_promotion.h"
+#include "ops/autograd_hooks_linalg.h"
 #include "ops/linalg_common.h"
 #include "ops/op_utils.h"
 
@@ -52,6 +53,7 @@ bool is_vector_rhs(const Tensor& A, const Tensor& B) {
 }  // namespace
 
 Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular) {
+  KILN_LINALG_AUTOGRAD(solve_triangular, A, B, upper, left, unitriangular);
   const char* op = "linalg.solve_triangular";
   check_square(A, op);
   check_matrix_input(B, op, "B");
@@ -78,6 +80,7 @@ Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left,
 }
 
 LuFactorExResult lu_factor_ex(const Tensor& A, bool pivot, bool check_errors_flag) {
+  KILN_LINALG_AUTOGRAD(lu_factor_ex, A, pivot, check_errors_flag);
   const char* op = "linalg.lu_factor_ex";
   check_matrix_input(A, op);
   KILN_CHECK(pivot, op, "LU without pivoting is not implemented on the CPU");
@@ -87,6 +90,7 @@ LuFactorExResult lu_factor_ex(const Tensor& A, bool pivot, bool check_errors_fla
 }
 
 LuFactorResult lu_factor(const Tensor& A, bool pivot) {
+  KILN_LINALG_AUTOGRAD(lu_factor, A, pivot);
   const char* op = "linalg.lu_factor";
   check_matrix_input(A, op);
   KILN_CHECK(pivot, op, "LU without pivoting is not implemented on the CPU");
@@ -96,6 +100,7 @@ LuFactorResult lu_factor(const Tensor& A, bool pivot) {
 }
 
 LuResult lu(const Tensor& A, bool pivot) {
+  KILN_LINALG_AUTOGRAD(lu, A, pivot);
   const char* op = "linalg.lu";
   check_matrix_input(A, op);
   KILN_CHECK(pivot, op, "LU without pivoting is not implemented on the CPU");
@@ -151,6 +156,7 @@ Tensor solve_with_factors(const Tensor& lu_buffer, const Tensor& pivots, const T
 }  // namespace
 
 Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool left, bool adjoint) {
+  KILN_LINALG_AUTOGRAD(lu_solve, LU, pivots, B, left, adjoint);
   const char* op = "linalg.lu_solve";
   check_square(LU, op, "LU");
   check_matrix_input(B, op, "B");
@@ -180,6 +186,7 @@ Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool le
 }
 
 SolveExResult solve_ex(const Tensor& A, const Tensor& B, bool left, bool check_errors_flag) {
+  KILN_LINALG_AUTOGRAD(solve_ex, A, B, left, check_errors_flag);
   const char* op = "linalg.solve";
   check_square(A, op);
   check_defined(B, op, "B");
@@ -227,6 +234,7 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left) {
 }
 
 Tensor det(const Tensor& A) {
+  KILN_LINALG_AUTOGRAD(det, A);
   const char* op = "linalg.det";
   check_square(A, op);
   const Shape batch = batch_shape(A);
@@ -249,6 +257,7 @@ Tensor det(const Tensor& A) {
 }
 
 SlogdetResult slogdet(const Tensor& A) {
+  KILN_LINALG_AUTOGRAD(slogdet, A);
   const char* op = "linalg.slogdet";
   check_square(A, op);
   const Shape batch = batch_shape(A);
@@ -269,6 +278,7 @@ SlogdetResult slogdet(const Tensor& A) {
 }
 
 InvExResult inv_ex(const Tensor& A, bool check_errors_flag) {
+  KILN_LINALG_AUTOGRAD(inv_ex, A, check_errors_flag);
   const char* op = "linalg.inv_ex";
   check_square(A, op);
   const Shape batch = batch_shape(A);

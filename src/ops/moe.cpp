@@ -13,6 +13,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/scalar_types.h"  // kFp8ScaleBlock
 #include "ops/autograd_hooks.h"
+#include "ops/autograd_hooks_linalg.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -107,6 +108,8 @@ backend::SwigluExpert swiglu_expert(const char* op, const SwigluWeights& w, int6
 
 MoeRouting moe_route(const Tensor& router_logits, int64_t top_k, MoeScoring scoring, bool renormalize,
                      const std::optional<Tensor>& selection_bias, double routed_scaling_factor, double renorm_eps) {
+  KILN_LINALG_AUTOGRAD(moe_route, router_logits, top_k, scoring, renormalize, selection_bias, routed_scaling_factor,
+                       renorm_eps);
   constexpr const char* op = "moe_route";
   check_defined(router_logits, op, "router_logits");
   KILN_CHECK(router_logits.dim() == 2, op, "router_logits must be [tokens, experts], got shape {}",

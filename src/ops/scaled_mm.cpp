@@ -10,6 +10,7 @@
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
+#include "ops/autograd_hooks_linalg.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -102,6 +103,12 @@ Tensor run_scaled_mm(const char* op, const Tensor& a, const Tensor& b, const Ten
     return OpCost{tensor_bytes({&a, &b, &out}), 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(a.size(1))};
   });
   kernel(current_context(), {a, b, scale_a, scale_b, plan.rowwise, plan.bias, plan.output_multiplier, out});
+  // PyTorch records no derivative for the FP8 matmul: the output requires grad and its
+  // backward raises.
+  if (autograd_hooks::any_records(a, b, scale_a, scale_b, plan.bias)) [[unlikely]] {
+    return autograd_hooks::installed(autograd_hooks::linalg_hooks().not_differentiable, "_scaled_mm")(
+        "_scaled_mm", {a, b, scale_a, scale_b, plan.bias.value_or(Tensor())}, out);
+  }
   return out;
 }
 
