@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/device.h"
@@ -16,6 +17,14 @@
 namespace kiln {
 
 using Shape = std::vector<int64_t>;
+
+// torch.memory_format: the order a dense tensor keeps its elements in (docs/ops.md,
+// "Memory formats"). ChannelsLast is NHWC order for a 4-D [N, C, H, W] tensor,
+// ChannelsLast3d NDHWC for a 5-D one; Preserve (for clone, to and the *_like ops) keeps
+// the input's own order. Implemented in src/core/memory_format.cpp.
+enum class MemoryFormat : uint8_t { Contiguous, ChannelsLast, ChannelsLast3d, Preserve };
+// "contiguous_format", "channels_last", "channels_last_3d", "preserve_format".
+std::string_view memory_format_name(MemoryFormat memory_format);
 
 // A block of memory shared by every view of it. Either owned (from the caching
 // allocator) or borrowed from elsewhere (an mmap'd file), with `keep_alive` holding
@@ -68,6 +77,15 @@ class Tensor {
   // fit, or memory the system refuses, raise a kiln::Error naming `op`.
   static Tensor empty(const Shape& sizes, DType dtype = DType::Float32, Device device = kCPU,
                       const char* op = "empty");
+  // The same in a memory format (Preserve is refused: there is no input to preserve).
+  // A format that needs another rank raises PyTorch's "required rank 4 tensor to use
+  // channels_last format".
+  static Tensor empty(const Shape& sizes, DType dtype, Device device, MemoryFormat memory_format,
+                      const char* op = "empty");
+  // torch.empty_strided: new memory addressed with `strides` (non-negative), sized to
+  // the furthest element they reach.
+  static Tensor empty_strided(const Shape& sizes, const Shape& strides, DType dtype = DType::Float32,
+                              Device device = kCPU, const char* op = "empty_strided");
   // A 0-dim CPU tensor holding `value` in its widest natural dtype (bool, int64, uint64,
   // float64 or complex128): the exact source that scalar_tensor and fill_ convert from.
   static Tensor from_scalar(const Scalar& value);
@@ -91,6 +109,15 @@ class Tensor {
   // only for an expanded view, whose elements share memory).
   size_t nbytes() const;
   bool is_contiguous() const;
+  // PyTorch's is_contiguous(memory_format): ChannelsLast only for 4-D tensors,
+  // ChannelsLast3d only for 5-D ones (false otherwise); Preserve asks is_contiguous().
+  bool is_contiguous(MemoryFormat memory_format) const;
+  // Every element at its own address and no gaps: the strides are a permutation of a
+  // contiguous tensor's (size-1 dims excepted).
+  bool is_non_overlapping_and_dense() const;
+  // ChannelsLast / ChannelsLast3d when the strides order the dims like that format
+  // (PyTorch's suggest_memory_format, ambiguous cases resolved to Contiguous).
+  MemoryFormat suggest_memory_format() const;
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
 
@@ -121,8 +148,17 @@ class Tensor {
 
   // ---- copies ----
   Tensor contiguous() const;  // self when already contiguous
+  // Self when already contiguous in that format, else a copy in it (Preserve refused).
+  Tensor contiguous(MemoryFormat memory_format) const;
+  // A row-major copy. (PyTorch's default is Preserve; kiln's internal callers rely on
+  // getting row-major memory, so C++ asks for a format explicitly.)
   Tensor clone() const;
-  Tensor to(DType dtype) const;  // self when the dtype already matches
+  Tensor clone(MemoryFormat memory_format) const;
+  Tensor to(DType dtype) const;  // self when the dtype already matches, else row-major
+  // PyTorch's to(dtype, memory_format=...): self when the dtype matches and the format
+  // is Preserve or the one suggest_memory_format names; else a copy (Preserve keeps the
+  // strides of a dense input and the dim order of any other).
+  Tensor to(DType dtype, MemoryFormat memory_format) const;
   // A contiguous copy on `device` (self when already there); same dtype and shape.
   Tensor to(Device device) const;
   // Copies src (broadcast to self's shape, cast to self's dtype) into self.

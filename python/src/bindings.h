@@ -19,6 +19,7 @@ namespace kiln::python {
 namespace py = pybind11;
 
 void bind_dtypes(py::module_& m);
+void bind_memory_format(py::module_& m);  // kiln.memory_format; before bind_tensor, which names it
 void bind_tensor(py::module_& m);
 void bind_creation(py::module_& m);
 void bind_runtime(py::module_& m);

@@ -39,15 +39,20 @@ void bind_creation(py::module_& m) {
   m.def("full", [](const py::object& size, const py::object& value, const py::object& dtype) {
     return full(to_shape(size, "full"), to_scalar(value, "full"), opt_dtype(dtype));
   }, py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none());
-  m.def("empty_like", [](const Tensor& t, const py::object& dtype) { return empty_like(t, opt_dtype(dtype)); },
-        py::arg("input"), py::kw_only(), py::arg("dtype") = py::none());
-  m.def("zeros_like", [](const Tensor& t, const py::object& dtype) { return zeros_like(t, opt_dtype(dtype)); },
-        py::arg("input"), py::kw_only(), py::arg("dtype") = py::none());
-  m.def("ones_like", [](const Tensor& t, const py::object& dtype) { return ones_like(t, opt_dtype(dtype)); },
-        py::arg("input"), py::kw_only(), py::arg("dtype") = py::none());
-  m.def("full_like", [](const Tensor& t, const py::object& v, const py::object& dtype) {
-    return full_like(t, to_scalar(v, "full_like"), opt_dtype(dtype));
-  }, py::arg("input"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none());
+  // PyTorch's default memory format for the *_like ops is preserve_format.
+  m.def("empty_like", [](const Tensor& t, const py::object& dtype, MemoryFormat f) {
+    return empty_like(t, f, opt_dtype(dtype));
+  }, py::arg("input"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("memory_format") = MemoryFormat::Preserve);
+  m.def("zeros_like", [](const Tensor& t, const py::object& dtype, MemoryFormat f) {
+    return zeros_like(t, f, opt_dtype(dtype));
+  }, py::arg("input"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("memory_format") = MemoryFormat::Preserve);
+  m.def("ones_like", [](const Tensor& t, const py::object& dtype, MemoryFormat f) {
+    return ones_like(t, f, opt_dtype(dtype));
+  }, py::arg("input"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("memory_format") = MemoryFormat::Preserve);
+  m.def("full_like", [](const Tensor& t, const py::object& v, const py::object& dtype, MemoryFormat f) {
+    return full_like(t, to_scalar(v, "full_like"), f, opt_dtype(dtype));
+  }, py::arg("input"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
+        py::arg("memory_format") = MemoryFormat::Preserve);
   m.def("scalar_tensor", [](const py::object& v, const py::object& dtype) { return scalar_tensor(to_scalar(v), opt_dtype(dtype)); },
         py::arg("s"), py::kw_only(), py::arg("dtype") = py::none());
   m.def("arange", [](const py::object& start, const py::object& end, const py::object& step, const py::object& dtype) {

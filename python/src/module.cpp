@@ -181,6 +181,7 @@ PYBIND11_MODULE(_kiln, m) {
   m.doc() = "kiln: a C++ tensor runtime with PyTorch semantics";
   register_error_translator();
   bind_dtypes(m);
+  bind_memory_format(m);
   bind_tensor(m);
   bind_creation(m);
   bind_runtime(m);

@@ -162,14 +162,21 @@ void bind_tensor(py::module_& m) {
       .def("element_size", &Tensor::element_size)
       .def("storage_offset", &Tensor::storage_offset)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
-      .def("is_contiguous", &Tensor::is_contiguous)
-      .def("contiguous", &Tensor::contiguous)
-      .def("clone", &Tensor::clone)
-      .def("to", [](const Tensor& t, DType d) { return t.to(d); }, py::arg("dtype"))
-      .def("float", [](const Tensor& t) { return t.to(DType::Float32); })
-      .def("double", [](const Tensor& t) { return t.to(DType::Float64); })
-      .def("half", [](const Tensor& t) { return t.to(DType::Float16); })
-      .def("bfloat16", [](const Tensor& t) { return t.to(DType::BFloat16); })
+      .def("is_contiguous", [](const Tensor& t, MemoryFormat f) { return t.is_contiguous(f); }, py::kw_only(),
+           py::arg("memory_format") = MemoryFormat::Contiguous)
+      .def("contiguous", [](const Tensor& t, MemoryFormat f) { return t.contiguous(f); }, py::kw_only(),
+           py::arg("memory_format") = MemoryFormat::Contiguous)
+      // PyTorch's defaults: copies keep the input's memory format.
+      .def("clone", [](const Tensor& t, MemoryFormat f) { return t.clone(f); }, py::kw_only(),
+           py::arg("memory_format") = MemoryFormat::Preserve)
+      .def("to", [](const Tensor& t, DType d, MemoryFormat f) { return t.to(d, f); }, py::arg("dtype"), py::kw_only(),
+           py::arg("memory_format") = MemoryFormat::Preserve)
+      .def("to", [](const Tensor& t, MemoryFormat f) { return t.to(t.dtype(), f); }, py::kw_only(),
+           py::arg("memory_format"))
+      .def("float", [](const Tensor& t) { return t.to(DType::Float32, MemoryFormat::Preserve); })
+      .def("double", [](const Tensor& t) { return t.to(DType::Float64, MemoryFormat::Preserve); })
+      .def("half", [](const Tensor& t) { return t.to(DType::Float16, MemoryFormat::Preserve); })
+      .def("bfloat16", [](const Tensor& t) { return t.to(DType::BFloat16, MemoryFormat::Preserve); })
       .def("int", [](const Tensor& t) { return t.to(DType::Int32); })
       .def("long", [](const Tensor& t) { return t.to(DType::Int64); })
       .def("bool", [](const Tensor& t) { return t.to(DType::Bool); })

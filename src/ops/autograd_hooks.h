@@ -105,6 +105,10 @@ struct OpHooks {
                                          std::optional<double>, bool) = nullptr;
   Tensor (*attention_decode)(const Tensor&, const Tensor&, const Tensor&, int64_t, std::optional<double>) = nullptr;
   Tensor (*constant_pad)(const Tensor&, const std::vector<int64_t>&, double) = nullptr;
+  Tensor (*interpolate)(const Tensor&, const std::vector<int64_t>&, const std::vector<double>&, std::string_view,
+                        std::optional<bool>, bool) = nullptr;
+  Tensor (*interpolate_backward)(const Tensor&, const Shape&, const std::vector<int64_t>&, const std::vector<double>&,
+                                 std::string_view, std::optional<bool>, bool) = nullptr;
   Tensor (*moe_experts)(const Tensor&, const Tensor&, const Tensor&, const MoeExperts&,
                         const std::optional<SharedExpert>&) = nullptr;
   Tensor (*convolution)(const Tensor&, const Tensor&, const OptTensor&, const std::vector<int64_t>&,

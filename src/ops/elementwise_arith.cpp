@@ -13,6 +13,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/type_promotion.h"
 #include "ops/autograd_hooks.h"
+#include "core/memory_format.h"
 #include "ops/elementwise_common.h"
 #include "ops/op_utils.h"
 
@@ -30,7 +31,9 @@ Tensor apply_binary(const char* name, BinaryOp op, const Tensor& a, const Tensor
   const DType compute = compute_dtype(result);
   const Device device = common_device(name, {&a, &b});
   ew::require_kernel(name, device, op, compute, result);
-  Tensor dst = out != nullptr ? *out : Tensor::empty(broadcast_shapes(a.sizes(), b.sizes(), name), result, device, name);
+  Tensor dst = out != nullptr ? *out
+                             : empty_elementwise_output(broadcast_shapes(a.sizes(), b.sizes(), name), result, device,
+                                                        {&a, &b}, name);
   ew::run_binary(name, dst, compute, a, b, compute, op, args);
   return dst;
 }

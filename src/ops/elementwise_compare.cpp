@@ -7,6 +7,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/type_promotion.h"
 #include "ops/autograd_hooks.h"
+#include "core/memory_format.h"
 #include "ops/elementwise_common.h"
 #include "ops/op_utils.h"
 
@@ -32,7 +33,7 @@ Tensor predicate(const char* name, BinaryOp op, const Tensor& a, const Tensor& b
   const DType compute = compute_dtype(promoted);
   const Device device = common_device(name, {&a, &b});
   ew::require_kernel(name, device, op, compute, promoted);
-  Tensor out = Tensor::empty(broadcast_shapes(a.sizes(), b.sizes(), name), DType::Bool, device, name);
+  Tensor out = empty_elementwise_output(broadcast_shapes(a.sizes(), b.sizes(), name), DType::Bool, device, {&a, &b}, name);
   ew::run_binary(name, out, DType::Bool, a, b, compute, op);
   return out;
 }
@@ -54,7 +55,7 @@ Tensor unary_predicate(const char* name, UnaryOp op, const Tensor& x) {
   check_defined(x, name, "input");
   const DType compute = compute_dtype(x.dtype());
   ew::require_kernel(name, x.device(), op, compute, x.dtype());
-  Tensor out = Tensor::empty(x.sizes(), DType::Bool, kCPU, name);
+  Tensor out = empty_elementwise_output(x.sizes(), DType::Bool, kCPU, {&x}, name);
   ew::run_unary(name, out, DType::Bool, x, compute, op);
   return out;
 }
@@ -93,7 +94,7 @@ Tensor select(const Tensor& cond, const Tensor& a, const Tensor& b, DType result
                   dtype_name(cond.dtype()));
   const Shape shape = broadcast_shapes({cond.sizes(), a.sizes(), b.sizes()}, "where");
   ew::require_kernel("where", a.device(), TernaryOp::Where, result, result);
-  Tensor out = Tensor::empty(shape, result, kCPU, "where");
+  Tensor out = empty_elementwise_output(shape, result, kCPU, {&cond, &a, &b}, "where");
   ew::run_ternary("where", out, result, cond, a, b, result, TernaryOp::Where);
   return out;
 }
@@ -112,14 +113,16 @@ Tensor clamp_impl(const Tensor& x, const Tensor* lo, const Tensor* hi, DType res
   Tensor out;
   if (lo != nullptr && hi != nullptr) {
     ew::require_kernel("clamp", x.device(), TernaryOp::Clamp, compute, result);
-    out = Tensor::empty(broadcast_shapes({x.sizes(), lo->sizes(), hi->sizes()}, "clamp"), result, kCPU, "clamp");
+    out = empty_elementwise_output(broadcast_shapes({x.sizes(), lo->sizes(), hi->sizes()}, "clamp"), result, kCPU,
+                                   {&x, lo, hi}, "clamp");
     ew::run_ternary("clamp", out, compute, x, *lo, *hi, compute, TernaryOp::Clamp);
   } else {
     // One bound: clamp_min is maximum and clamp_max is minimum, NaN propagating alike.
     const Tensor& bound = lo != nullptr ? *lo : *hi;
     const BinaryOp op = lo != nullptr ? BinaryOp::Maximum : BinaryOp::Minimum;
     ew::require_kernel("clamp", x.device(), op, compute, result);
-    out = Tensor::empty(broadcast_shapes(x.sizes(), bound.sizes(), "clamp"), result, kCPU, "clamp");
+    out = empty_elementwise_output(broadcast_shapes(x.sizes(), bound.sizes(), "clamp"), result, kCPU, {&x, &bound},
+                                   "clamp");
     ew::run_binary("clamp", out, compute, x, bound, compute, op);
   }
   return out;

@@ -6,6 +6,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "ops/autograd_hooks.h"
+#include "core/memory_format.h"
 #include "ops/elementwise_common.h"
 #include "ops/op_utils.h"
 
@@ -21,7 +22,7 @@ namespace {
 Tensor apply_unary(const char* name, UnaryOp op, const Tensor& x, DType result, const backend::KernelArgs& args = {}) {
   const DType compute = compute_dtype(result);
   ew::require_kernel(name, x.device(), op, compute, x.dtype());
-  Tensor out = Tensor::empty(x.sizes(), result, x.device(), name);
+  Tensor out = empty_elementwise_output(x.sizes(), result, x.device(), {&x}, name);
   ew::run_unary(name, out, compute, x, compute, op, args);
   return out;
 }
@@ -56,7 +57,7 @@ Tensor abs(const Tensor& x) {
   // |z| is real: the kernel reads complex and writes the real dtype.
   const DType real = to_real(x.dtype());
   ew::require_kernel("abs", x.device(), UnaryOp::Abs, x.dtype(), x.dtype());
-  Tensor out = Tensor::empty(x.sizes(), real, kCPU, "abs");
+  Tensor out = empty_elementwise_output(x.sizes(), real, kCPU, {&x}, "abs");
   ew::run_unary("abs", out, real, x, x.dtype(), UnaryOp::Abs);
   return out;
 }

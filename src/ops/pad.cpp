@@ -1,9 +1,14 @@
-// torch.nn.functional.pad (kiln/ops/pad.h): the constant mode writes one preallocated
-// output; the other modes gather along each padded dim with index_select.
+// torch.nn.functional.pad (kiln/ops/pad.h): the constant mode is one pass of the pad
+// family's kernel (backend/pad.h) over a preallocated output; the other modes gather
+// along each padded dim with index_select.
 #include "kiln/ops/pad.h"
 
 #include <string>
 
+#include "backend/pad.h"
+#include "core/memory_format.h"
+#include "core/op_profile.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
 #include "kiln/ops/creation.h"
@@ -46,11 +51,14 @@ Tensor source_indices(PadMode mode, int64_t n, int64_t left, int64_t out) {
 Tensor constant_pad(const Tensor& input, const std::vector<int64_t>& pad, double value) {
   KILN_AUTOGRAD(constant_pad, input, pad, value);
   const int64_t k = static_cast<int64_t>(pad.size()) / 2;
+  const int64_t ndim = input.dim();
+  KILN_CHECK(ndim <= backend::kMaxPadDims, "pad", "inputs of more than {} dims are not supported (got {})",
+             backend::kMaxPadDims, input.shape_str());
   Shape out_sizes = input.sizes();
+  Shape begin(ndim, 0);
   Tensor src = input;
-  std::vector<std::pair<int64_t, int64_t>> dst_ranges;  // (start, length) per padded dim
   for (int64_t i = 0; i < k; ++i) {
-    const int64_t d = input.dim() - 1 - i;
+    const int64_t d = ndim - 1 - i;
     const int64_t left = pad[2 * i], right = pad[2 * i + 1];
     const int64_t out = padded_size(input, d, left, right);
     KILN_CHECK(out >= 0, "pad",
@@ -61,14 +69,36 @@ Tensor constant_pad(const Tensor& input, const std::vector<int64_t>& pad, double
     const int64_t src_start = std::min<int64_t>(std::max<int64_t>(-left, 0), input.size(d));
     const int64_t src_end = std::max<int64_t>(src_start, input.size(d) - std::max<int64_t>(-right, 0));
     src = src.narrow(d, src_start, src_end - src_start);
+    begin[d] = std::max<int64_t>(left, 0);
   }
-  Tensor out = full(out_sizes, Scalar(value), input.dtype());
-  Tensor window = out;
-  for (int64_t i = 0; i < k; ++i) {
-    const int64_t d = input.dim() - 1 - i;
-    window = window.narrow(d, std::max<int64_t>(pad[2 * i], 0), src.size(d));
+  // PyTorch's constant_pad_nd keeps a channels-last input channels-last.
+  Tensor out = Tensor::empty(out_sizes, input.dtype(), input.device(), input.suggest_memory_format(), "pad");
+  if (out.numel() == 0) return out;
+  const auto kernel = backend::pad_kernels.on(input.device(), "pad").constant;
+  const Tensor fill = Tensor::from_scalar(Scalar(value)).to(input.dtype());
+  // The kernel writes a row-major output: walk the dims in the output's memory order.
+  const Shape order = dims_by_memory_order(out);
+  backend::ConstantPadProblem p{};
+  p.itemsize = input.element_size();
+  p.ndim = static_cast<int>(ndim);
+  for (int64_t j = 0; j < ndim; ++j) {
+    const int64_t d = order[j];
+    p.out_sizes[j] = out_sizes[d];
+    p.begin[j] = begin[d];
+    p.length[j] = src.size(d);
+    p.in_strides[j] = src.stride(d);
   }
-  if (window.numel() > 0) window.copy_(src);
+  // Scalar dims: a 0-dim tensor is one row of one element.
+  if (ndim == 0) {
+    p.ndim = 1;
+    p.out_sizes[0] = p.length[0] = 1;
+    p.in_strides[0] = 1;
+  }
+  p.in = src.numel() > 0 ? src.data_ptr() : input.data_ptr();
+  p.out = out.data_ptr();
+  p.fill = fill.data_ptr();
+  const OpProfile profile("pad", [&] { return OpCost{tensor_bytes({&src, &out}), 0}; });
+  kernel(current_context(), p);
   return out;
 }
 
@@ -114,7 +144,8 @@ Tensor pad(const Tensor& input, const std::vector<int64_t>& pad, std::string_vie
     const int64_t size = padded_size(input, d, left, right);
     KILN_CHECK(size >= 1 && n >= 1, "pad", "input (size {} at dimension {}) is too small. Calculated output size: {}", n,
                d, size);
-    out = index_select(out, d, source_indices(m, n, left, size));
+    // The index lives where the input does (a device input gathers there).
+    out = index_select(out, d, source_indices(m, n, left, size).to(input.device()));
   }
   return out;
 }

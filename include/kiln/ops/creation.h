@@ -19,6 +19,14 @@ Tensor ones_like(const Tensor& t, std::optional<DType> dtype = std::nullopt);
 // dtype defaults to the scalar's own: bool, int64, float32 or complex64 (torch.full).
 Tensor full(const Shape& sizes, const Scalar& value, std::optional<DType> dtype = std::nullopt);
 Tensor full_like(const Tensor& t, const Scalar& value, std::optional<DType> dtype = std::nullopt);
+// The *_like ops in a memory format: Preserve (PyTorch's default there) keeps a dense
+// input's strides and the dim order of any other; ChannelsLast / ChannelsLast3d need a
+// 4-D / 5-D input. The overloads above without one give row-major memory.
+Tensor empty_like(const Tensor& t, MemoryFormat memory_format, std::optional<DType> dtype = std::nullopt);
+Tensor zeros_like(const Tensor& t, MemoryFormat memory_format, std::optional<DType> dtype = std::nullopt);
+Tensor ones_like(const Tensor& t, MemoryFormat memory_format, std::optional<DType> dtype = std::nullopt);
+Tensor full_like(const Tensor& t, const Scalar& value, MemoryFormat memory_format,
+                 std::optional<DType> dtype = std::nullopt);
 // A 0-dim tensor holding `value` (dtype defaults as in full).
 Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype = std::nullopt);
 

@@ -5,7 +5,7 @@
 namespace kiln::cpu {
 
 void copy_strided(ThreadPool& pool, const Tensor& dst, const Tensor& src) {
-  LoopGeometry<2> geo({&dst, &src}, dst.sizes());
+  LoopGeometry<2> geo({&dst, &src}, dst.sizes(), /*memory_order=*/true);
   if (geo.numel == 0) return;
   DType dt = dst.dtype(), st = src.dtype();
   int64_t isz = static_cast<int64_t>(itemsize(dt));

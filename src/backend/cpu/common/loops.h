@@ -38,12 +38,24 @@ struct LoopGeometry {
   char* base[N];
   int64_t numel = 1;
 
-  LoopGeometry(const std::array<const Tensor*, N>& ops, const Shape& shape) {
+  // With `memory_order`, the dims are walked in the order of ops[0]'s strides (outermost
+  // first), so a channels-last or transposed output and inputs laid out alike coalesce
+  // into one run instead of being gathered element by element. Only for pure maps (no
+  // operand's order of visits matters): elementwise kernels and copies.
+  LoopGeometry(const std::array<const Tensor*, N>& ops, const Shape& shape, bool memory_order = false) {
     KILN_CHECK(static_cast<int>(shape.size()) <= kMaxLoopDims, "elementwise",
                "tensors with more than {} dims are not supported (got {})", kMaxLoopDims, shape.size());
     for (int j = 0; j < N; ++j) base[j] = static_cast<char*>(ops[j]->data_ptr());
     for (int64_t s : shape) numel *= s;
-    for (size_t d = 0; d < shape.size(); ++d) {
+    int order[kMaxLoopDims];
+    const int rank = static_cast<int>(shape.size());
+    for (int d = 0; d < rank; ++d) order[d] = d;
+    if (memory_order && !strides_descending(*ops[0], shape)) {
+      const Shape& st = ops[0]->strides();
+      std::stable_sort(order, order + rank, [&](int a, int b) { return st[a] > st[b]; });
+    }
+    for (int k = 0; k < rank; ++k) {
+      const size_t d = static_cast<size_t>(order[k]);
       if (shape[d] == 1) continue;
       bool merge = ndim > 0;
       for (int j = 0; j < N && merge; ++j) {
@@ -68,6 +80,19 @@ struct LoopGeometry {
       for (int j = 0; j < N; ++j) strides[j][0] = 0;
       ndim = 1;
     }
+  }
+
+  // Whether t's strides already fall from the outer dims to the inner ones (row-major
+  // and its slices: the common case, one pass over the dims per call).
+  static bool strides_descending(const Tensor& t, const Shape& shape) {
+    int64_t prev = -1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1) continue;
+      const int64_t st = t.strides()[d];
+      if (prev >= 0 && st > prev) return false;
+      prev = st;
+    }
+    return true;
   }
 
   // Calls row(ptrs, inner_strides, n) for every run of the innermost dim that falls
@@ -120,7 +145,7 @@ void elementwise_loop(ThreadPool& pool, const Tensor& out, DType out_compute,
   std::array<const Tensor*, N> ops;
   ops[0] = &out;
   for (int j = 0; j < NIn; ++j) ops[j + 1] = ins[j];
-  LoopGeometry<N> geo(ops, out.sizes());
+  LoopGeometry<N> geo(ops, out.sizes(), /*memory_order=*/true);
   if (geo.numel == 0) return;
   std::array<DType, N> want;
   std::array<DType, N> have;
