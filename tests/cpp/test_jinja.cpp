@@ -2,6 +2,7 @@
 // positions, the bounds that make hostile templates safe, value printing, and random
 // corruptions of real templates.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <chrono>
 #include <cmath>
@@ -225,6 +226,44 @@ TEST(Jinja, CorruptedRealTemplatesFailCleanly) {
   }
   EXPECT_GT(rendered, 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The evaluation-depth bound keeps the deepest template within a small thread stack: 32
+// nested macro calls, each 60 `not`s deep, run on a thread with 1 MiB of stack.
+TEST(Jinja, DeepestEvaluationFitsASmallStack) {
+  std::string nots;
+  for (int i = 0; i < 60; ++i) nots += "not ";
+  const std::string source = "{% macro f(n) %}{% if n > 0 %}{{ " + nots + "f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}";
+  struct Job {
+    std::string source;
+    std::string message;
+  } job{source, {}};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, size_t{1} << 20);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* p) -> void* {
+                  auto* j = static_cast<Job*>(p);
+                  try {
+                    render_jinja(j->source);
+                  } catch (const Error& e) {
+                    j->message = e.what();
+                  }
+                  return nullptr;
+                },
+                &job),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  EXPECT_TRUE(contains(job.message, "evaluation nests deeper than the limit of 1000 levels")) << job.message;
 }
 
 }  // namespace
