@@ -8,6 +8,7 @@ DEMO_MODEL := build/models/qwen3-moe-demo
 DEMO_PROMPT := The kiln fired the clay until it rang like a bell.
 
 .PHONY: deps configure build demo test test-cpp test-python test-torch-reference bench bench-torch hostile-sweep clean
+.PHONY: test-chat-template-reference
 
 deps:
 	@scripts/setup-deps
@@ -35,6 +36,12 @@ test: test-cpp test-python
 test-torch-reference: build
 	@dpkg -s python3-torch >/dev/null 2>&1 || sudo apt-get install -y python3-torch || apt-get install -y python3-torch
 	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) -m pytest -q tests/reference
+
+# kiln's chat-template evaluator against jinja2 (Debian's python3-jinja2, installed here
+# only): the fixture files, the real templates and random expressions. Not in `make test`.
+test-chat-template-reference: build
+	@dpkg -s python3-jinja2 >/dev/null 2>&1 || sudo apt-get install -y python3-jinja2 || apt-get install -y python3-jinja2
+	PYTHONPATH=$(BUILD_DIR)/python $(PYTHON) -m pytest -q tests/reference/test_chat_template_jinja2.py
 
 # Sanitizer and fuzzer builds (docs/testing.md): each preset has a folder of its own, so
 # they never disturb the release build.

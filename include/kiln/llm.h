@@ -154,10 +154,22 @@ class Model {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
-  // ChatML prompt text for one user turn (and an optional system message).
-  // enable_thinking = false pre-fills the empty think block (Qwen3 / Qwen3.5 templates'
-  // enable_thinking=False): "<think>\n\n</think>\n\n" after the generation prompt.
+  // The prompt text for one user turn (and an optional system message), ending with the
+  // generation prompt: rendered with the model's own chat template (tokenizer_config.json
+  // "chat_template" or chat_template.jinja; enable_thinking = false passes
+  // enable_thinking=False, which Qwen3 / Qwen3.5 templates answer with the empty think
+  // block), or ChatML when the folder has no template (then enable_thinking = false
+  // appends "<think>\n\n</think>\n\n").
   std::string chat_prompt(std::string_view user, std::string_view system = "", bool enable_thinking = true) const;
+  // transformers' tokenizer.apply_chat_template(messages, add_generation_prompt=...,
+  // tokenize=False, **kwargs): messages as a JSON list, the keyword arguments (tools,
+  // enable_thinking, ...) as a JSON object; `chat_template` replaces the model's
+  // template for this call. Template errors name the template, line and column.
+  std::string apply_chat_template(std::string_view messages_json, bool add_generation_prompt,
+                                  std::string_view kwargs_json = "{}",
+                                  std::optional<std::string_view> chat_template = std::nullopt) const;
+  // Whether the folder has a chat template kiln can render.
+  bool has_chat_template() const;
   // End-of-sequence ids: config.json and generation_config.json eos ids and the
   // tokenizer's end tokens, sorted, without duplicates.
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }

@@ -10,6 +10,7 @@ its calls take turns, each running whole (a ``generate`` from start to end), so 
 give the results they give one after another.
 """
 
+import json
 import operator
 
 from . import _kiln
@@ -44,9 +45,38 @@ class Tokenizer:
         return self._model.decode(list(ids), skip_special_tokens)
 
     def chat_prompt(self, user, system="", enable_thinking=True):
-        """The ChatML prompt text for one user turn; ``enable_thinking=False`` ends it with
-        the empty think block, as Qwen3 / Qwen3.5 chat templates do."""
+        """The prompt text for one user turn, ending with the generation prompt: rendered
+        with the model's chat template (``enable_thinking=False`` passed through, which
+        Qwen3 / Qwen3.5 templates answer with the empty think block), or ChatML when the
+        folder has no template."""
         return self._model.chat_prompt(user, system, enable_thinking)
+
+    @property
+    def has_chat_template(self):
+        """Whether the model folder has a chat template kiln can render."""
+        return self._model.has_chat_template
+
+    def apply_chat_template(self, conversation, tools=None, documents=None, chat_template=None,
+                            add_generation_prompt=False, continue_final_message=False, tokenize=True,
+                            **kwargs):
+        """transformers' ``apply_chat_template``: renders ``conversation`` (a list of
+        ``{"role": ..., "content": ...}`` dicts, or a list of such lists) with the model's
+        chat template, or ``chat_template`` when given. Further keyword arguments
+        (``enable_thinking=False``, ...) become template variables. Returns the text with
+        ``tokenize=False``, else its token ids (encoded without adding special tokens:
+        the template writes them)."""
+        if continue_final_message:
+            raise NotImplementedError("apply_chat_template: continue_final_message is not supported")
+        if conversation and isinstance(conversation[0], (list, tuple)):
+            return [self.apply_chat_template(chat, tools, documents, chat_template, add_generation_prompt,
+                                             False, tokenize, **kwargs) for chat in conversation]
+        variables = dict(kwargs)
+        variables["tools"] = tools
+        variables["documents"] = documents
+        text = self._model.apply_chat_template(json.dumps(list(conversation), ensure_ascii=False),
+                                               bool(add_generation_prompt),
+                                               json.dumps(variables, ensure_ascii=False), chat_template)
+        return self.encode(text, add_special_tokens=False) if tokenize else text
 
     @property
     def eos_ids(self):

@@ -106,6 +106,15 @@ void bind_llm(py::module_& m) {
       }, py::arg("ids"), py::arg("skip_special_tokens"))
       .def("chat_prompt", &llm::Model::chat_prompt, py::arg("user"), py::arg("system"),
            py::arg("enable_thinking") = true)
+      .def("apply_chat_template", [](const llm::Model& model, const std::string& messages_json,
+                                     bool add_generation_prompt, const std::string& kwargs_json,
+                                     const std::optional<std::string>& chat_template) {
+        std::optional<std::string_view> override_template;
+        if (chat_template) override_template = *chat_template;
+        py::gil_scoped_release release;
+        return model.apply_chat_template(messages_json, add_generation_prompt, kwargs_json, override_template);
+      }, py::arg("messages_json"), py::arg("add_generation_prompt"), py::arg("kwargs_json"), py::arg("chat_template"))
+      .def_property_readonly("has_chat_template", &llm::Model::has_chat_template)
       .def("generate", [](llm::Model& model, const std::string& prompt, int64_t max_new_tokens, double temperature,
                           int64_t top_k, double top_p, double min_p, double repetition_penalty, uint64_t seed,
                           bool chat, const std::string& system, const py::object& on_text, bool enable_thinking) {

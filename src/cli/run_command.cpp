@@ -173,10 +173,10 @@ void register_run_command(CLI::App& app, CommandList& commands) {
   cmd->add_option("--cache-dtype", o->cache_dtype, "KV cache dtype: f32 or bf16 (default follows the weights)");
   cmd->add_option("--max-context", o->max_context, "KV cache length in tokens (default min(model's, 4096))")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat format (ChatML)");
+  cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template (ChatML when the folder has none)");
   cmd->add_option("--system", o->system, "System message for --chat");
   cmd->add_flag("--no-thinking", o->no_thinking,
-                "With --chat: pre-fill the empty think block (Qwen3 / Qwen3.5 enable_thinking=False)");
+                "With --chat: enable_thinking=False (Qwen3 / Qwen3.5 templates then pre-fill the empty think block)");
   cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy (default)")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", o->sampling.top_k, "Keep the k most likely tokens (0 = off)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));

@@ -130,6 +130,14 @@ std::string Model::chat_prompt(std::string_view user, std::string_view system, b
   return tokenizer_->chat_prompt(user, system, enable_thinking);
 }
 
+std::string Model::apply_chat_template(std::string_view messages_json, bool add_generation_prompt,
+                                       std::string_view kwargs_json,
+                                       std::optional<std::string_view> chat_template) const {
+  return tokenizer_->apply_chat_template(messages_json, add_generation_prompt, kwargs_json, chat_template);
+}
+
+bool Model::has_chat_template() const { return tokenizer_->has_chat_template(); }
+
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   if (options.cache_dtype) {

@@ -170,13 +170,17 @@ ordered_json byte_level_component(bool use_regex) {
   return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", use_regex}};
 }
 
+// ChatML, as the fallback writes it, with Qwen3's enable_thinking=False switch: kiln's
+// chat prompts for these folders are the same through the template as without it.
 ordered_json chat_template(bool with_bos) {
   std::string text = with_bos ? "{{- bos_token -}}" : "";
   text +=
       "{%- for message in messages -%}"
       "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
       "{%- endfor -%}"
-      "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
+      "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}"
+      "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
+      "{%- endif -%}";
   return text;
 }
 

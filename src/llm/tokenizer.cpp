@@ -1,4 +1,5 @@
-// Encoding, decoding and ChatML prompts over a loaded tokenizer (tokenizer_load.cpp
+// Encoding, decoding and ChatML prompts (the model's own template: tokenizer_chat.cpp)
+// over a loaded tokenizer (tokenizer_load.cpp
 // builds it): added tokens, then NFC, then the pre-tokenizer, then byte-level BPE.
 #include "llm/tokenizer.h"
 
@@ -97,6 +98,7 @@ std::vector<int32_t> Tokenizer::eos_ids() const { return loaded(impl_).eos; }
 
 std::string Tokenizer::chat_prompt(std::string_view user, std::string_view system, bool enable_thinking) const {
   const Impl& m = loaded(impl_);
+  if (m.chat_template || !m.chat_template_problem.empty()) return template_chat_prompt(m, user, system, enable_thinking);
   for (const char* marker : {"<|im_start|>", "<|im_end|>"}) {
     const auto it = m.id_of_token.find(marker);
     if (it == m.id_of_token.end() || m.kind[static_cast<size_t>(it->second)] == Impl::Kind::Vocab) {

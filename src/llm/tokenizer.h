@@ -17,12 +17,20 @@ namespace kiln::llm {
 
 class Tokenizer {
  public:
-  // DIR/tokenizer.json (required) and DIR/tokenizer_config.json (optional: add_bos_token,
-  // bos/eos token names).
+  // DIR/tokenizer.json (required), DIR/tokenizer_config.json (optional: add_bos_token,
+  // bos/eos token names, chat_template) and DIR/chat_template.jinja or
+  // DIR/chat_template.json (optional).
   static Tokenizer load(const std::string& dir);
-  // From the texts of the two files; `source` names them in errors.
+  // From the texts of the two files; `source` names them in errors. chat_template_file
+  // is the text of a chat_template.jinja (or chat_template.json's template), which wins
+  // over tokenizer_config's "chat_template".
+  struct ChatTemplateFile {
+    std::string text;
+    std::string name;  // for errors
+  };
   static Tokenizer from_json(const std::string& tokenizer_json, const std::string& tokenizer_config_json = "",
-                             const std::string& source = "tokenizer.json");
+                             const std::string& source = "tokenizer.json",
+                             const std::optional<ChatTemplateFile>& chat_template_file = std::nullopt);
 
   // Text -> ids. add_special_tokens adds the BOS the tokenizer's post-processor or
   // tokenizer_config asks for (LFM2: <|startoftext|>; Qwen: none). Text that is not
@@ -43,7 +51,11 @@ class Tokenizer {
   // tokenizer_config's eos_token, then <|im_end|> and <|endoftext|> when present.
   std::vector<int32_t> eos_ids() const;
 
-  // ChatML: [BOS] <|im_start|>system\n{system}<|im_end|>\n (only when system is not
+  // The prompt for one user turn (and a system message when `system` is not empty), with
+  // the generation prompt: the model's chat template when it has one (rendered with
+  // add_generation_prompt=True, and enable_thinking=False when enable_thinking is
+  // false), otherwise ChatML:
+  // [BOS] <|im_start|>system\n{system}<|im_end|>\n (only when system is not
   // empty) <|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n
   // [BOS] is the text of the token(s) encode's add_special_tokens would put first (LFM2:
   // "<|startoftext|>"; Qwen: nothing), as Hugging Face chat templates write it: encode the
@@ -53,6 +65,19 @@ class Tokenizer {
   // pre-fill for `enable_thinking=False` ("<think>\n\n</think>\n\n" after the
   // generation prompt), so a thinking model answers directly.
   std::string chat_prompt(std::string_view user, std::string_view system = "", bool enable_thinking = true) const;
+
+  // Whether the folder has a chat template kiln can render; when there is one that it
+  // cannot, chat_template_problem() says why (and rendering raises it).
+  bool has_chat_template() const;
+  std::string chat_template_problem() const;
+  // transformers' apply_chat_template(conversation, tools=..., add_generation_prompt=...,
+  // tokenize=False, **kwargs) with the model's template: `messages_json` is the JSON
+  // list of messages, `kwargs_json` a JSON object of further variables (tools,
+  // enable_thinking, ...). `chat_template` replaces the model's template for this call
+  // (transformers' chat_template=). No template is a Value error naming the tokenizer.
+  std::string apply_chat_template(std::string_view messages_json, bool add_generation_prompt,
+                                  std::string_view kwargs_json = "{}",
+                                  std::optional<std::string_view> chat_template = std::nullopt) const;
 
   struct Impl;
 

@@ -356,6 +356,20 @@ void Loader::read_config(const json& config, const std::string& config_source, T
     }
     return it->second;
   };
+  // The texts templates see; bos/eos are also checked against the vocabulary below.
+  for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
+    const json* value = member(config, key);
+    const json* content = value != nullptr && value->is_object() ? member(*value, "content") : value;
+    if (content != nullptr && content->is_string()) impl.template_special_tokens.emplace_back(key, content->get<std::string>());
+  }
+  if (const json* chat_template = member(config, "chat_template")) {
+    std::string problem;
+    if (const auto text = select_chat_template(*chat_template, problem)) {
+      set_chat_template(impl, *text, config_source + " chat_template");
+    } else {
+      impl.chat_template_problem = config_source + ": " + problem;
+    }
+  }
   if (const auto bos = named_token("bos_token")) impl.bos = bos;
   if (const auto eos = named_token("eos_token")) impl.eos.push_back(*eos);
   const json* add_bos = member(config, "add_bos_token");
@@ -372,8 +386,19 @@ void Loader::read_config(const json& config, const std::string& config_source, T
 
 }  // namespace
 
+void set_chat_template(Tokenizer::Impl& impl, std::string_view text, const std::string& name) {
+  // A template kiln cannot parse does not stop the model loading: only chat prompts need it.
+  try {
+    impl.chat_template = std::make_shared<const ChatTemplate>(text, name);
+    impl.chat_template_problem.clear();
+  } catch (const Error& e) {
+    impl.chat_template = nullptr;
+    impl.chat_template_problem = e.what();
+  }
+}
+
 Tokenizer Tokenizer::from_json(const std::string& tokenizer_json, const std::string& tokenizer_config_json,
-                               const std::string& source) {
+                               const std::string& source, const std::optional<ChatTemplateFile>& chat_template_file) {
   tok::TokenizerJson doc = tok::read_tokenizer_json(tokenizer_json, source, kMaxTokenId);
   std::string config_source = source;
   const std::string_view file_name = "tokenizer.json";
@@ -387,7 +412,10 @@ Tokenizer Tokenizer::from_json(const std::string& tokenizer_json, const std::str
   if (!tokenizer_config_json.empty()) config = parse_json_tree(tokenizer_config_json, kOp, config_source + ": ");
   Tokenizer tokenizer;
   try {
-    tokenizer.impl_ = Loader(source).build(doc, config ? &*config : nullptr, config_source);
+    std::shared_ptr<Impl> impl = Loader(source).build(doc, config ? &*config : nullptr, config_source);
+    // A separate template file wins over tokenizer_config's, as in transformers.
+    if (chat_template_file) set_chat_template(*impl, chat_template_file->text, chat_template_file->name);
+    tokenizer.impl_ = std::move(impl);
   } catch (const json::exception& e) {
     // The loader checks types as it goes; this catches a shape it did not foresee.
     fail(ErrorKind::Value, kOp, "{}: unexpected structure: {}", source, e.what());
@@ -402,7 +430,23 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   if (regular_file_exists(config_path, kOp)) {
     config_text = read_regular_file(config_path, kMaxTokenizerConfigFileBytes, kOp);
   }
-  return from_json(read_regular_file(json_path, kMaxTokenizerFileBytes, kOp), config_text, json_path);
+  // Newer folders keep the template in its own file: chat_template.jinja (the text) or
+  // chat_template.json ({"chat_template": text}, the processor format of multimodal models).
+  std::optional<ChatTemplateFile> template_file;
+  const std::string jinja_path = dir + "/chat_template.jinja";
+  const std::string json_template_path = dir + "/chat_template.json";
+  if (regular_file_exists(jinja_path, kOp)) {
+    template_file = ChatTemplateFile{read_regular_file(jinja_path, kMaxTokenizerConfigFileBytes, kOp), jinja_path};
+  } else if (regular_file_exists(json_template_path, kOp)) {
+    const json doc = parse_json_tree(read_regular_file(json_template_path, kMaxTokenizerConfigFileBytes, kOp), kOp,
+                                     json_template_path + ": ");
+    const auto text = doc.is_object() ? doc.find("chat_template") : doc.end();
+    if (text == doc.end() || !text->is_string()) {
+      fail(ErrorKind::Value, kOp, "{}: expected {{\"chat_template\": \"...\"}}", json_template_path);
+    }
+    template_file = ChatTemplateFile{text->get<std::string>(), json_template_path + " chat_template"};
+  }
+  return from_json(read_regular_file(json_path, kMaxTokenizerFileBytes, kOp), config_text, json_path, template_file);
 }
 
 }  // namespace kiln::llm
