@@ -43,9 +43,6 @@ HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
 namespace {
 
-// Tokens per register tile: with 4 rows of a two-vector decoder, 16 accumulators, 8
-// decoded weight vectors and the token's 2 x vectors fit AVX-512's 32 registers.
-constexpr int kTileTokens = 4;
 // Output rows per down item: the item's accumulator is [tokens, kDownRows] floats, and
 // hidden 2048 still gives 32 items to share between threads.
 constexpr int64_t kDownRows = 64;
@@ -111,10 +108,13 @@ template <class Dec, bool kScaled, bool kBlocked>
 struct MoeTiledKernel {
   using T = typename Dec::T;
   using Base = MoeKernel<Dec, kScaled, kBlocked>;
-  // Rows per tile: as many as keep R * V decoded vectors at 8 (4 for two-vector decoders,
-  // 2 for the four-vector FP8 table decode).
+  // A tile holds R * M accumulators and the R * V decoded weight vectors of one step in
+  // registers (16 + 8 of AVX-512's 32, leaving room for x). Two-vector decoders (bf16,
+  // f16, f32, the AVX2/AVX3 FP8 decodes): 4 rows by 4 tokens, 8 decode instructions of
+  // bf16 per 32 FMAs. The four-vector FP8 table decode costs ~14 instructions per 64
+  // weights, so it gets 2 rows by 8 tokens: 28 per 64 FMAs instead of 56 per 64 at 4 x 4.
   static constexpr int R = Dec::kVecs <= 2 ? 4 : 2;
-  static constexpr int M = kTileTokens;
+  static constexpr int M = Dec::kVecs <= 2 ? 4 : 8;
   static_assert(kRowsPerPass % R == 0, "a 4-row group is a whole number of tiles");
   static constexpr float kUndoDecode = 1.0f / Dec::kDecodedPerReal;  // a power of two: exact
 
@@ -147,15 +147,14 @@ struct MoeTiledKernel {
     }
   }
 
-  template <int kRows>
+  // The tile kernel for m_count (1..kM) tokens.
+  template <int kRows, int kM = M>
   static void DotTiles(const T* w, int64_t ldw, const float* const* xs, int64_t K, const float* block_scale,
                        int m_count, float* out) {
-    switch (m_count) {
-      case 4: return DotRowsTokens<Dec, kRows, 4, kBlocked>(w, ldw, xs, K, block_scale, out);
-      case 3: return DotRowsTokens<Dec, kRows, 3, kBlocked>(w, ldw, xs, K, block_scale, out);
-      case 2: return DotRowsTokens<Dec, kRows, 2, kBlocked>(w, ldw, xs, K, block_scale, out);
-      default: return DotRowsTokens<Dec, kRows, 1, kBlocked>(w, ldw, xs, K, block_scale, out);
+    if constexpr (kM > 1) {
+      if (m_count < kM) return DotTiles<kRows, kM - 1>(w, ldw, xs, K, block_scale, m_count, out);
     }
+    DotRowsTokens<Dec, kRows, kM, kBlocked>(w, ldw, xs, K, block_scale, out);
   }
 
   // Gate and up rows [4 g, 4 g + 4) of expert e for every slot routed to it, M slots a tile.
