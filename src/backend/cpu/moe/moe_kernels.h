@@ -32,6 +32,13 @@ using backend::SwigluExpert;
 
 void moe_experts(ThreadPool& pool, const MoeExpertsArgs& args);
 
+// Which implementation moe_experts runs. Auto picks per call by the mean number of tokens
+// per active expert (moe_kernels.cpp): the GEMV kernel above for decode and small batches,
+// the register-tiled kernel of moe_experts_tiled-inl.h for prefill. Tests force one path
+// to compare the two on the same inputs; the setting is process-wide, read once per call.
+enum class MoeExpertPath { Auto, Gemv, Tiled };
+void force_moe_expert_path(MoeExpertPath path);
+
 // The Highway targets the expert kernels were compiled for (tests pin each one).
 int64_t moe_simd_targets();
 

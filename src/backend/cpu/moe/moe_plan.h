@@ -53,4 +53,7 @@ namespace kiln::cpu {
 // The per-weight-dtype kernels (moe_experts_wide.cpp, moe_experts_fp8.cpp).
 void moe_experts_wide(ThreadPool& pool, const MoeExpertsArgs& args, const MoePlan& plan);
 void moe_experts_fp8(ThreadPool& pool, const MoeExpertsArgs& args, const MoePlan& plan);
+// The many-token (prefill) kernels, register tiles of a GEMM (moe_experts_tiled-inl.h).
+void moe_experts_tiled_wide(ThreadPool& pool, const MoeExpertsArgs& args, const MoePlan& plan);
+void moe_experts_tiled_fp8(ThreadPool& pool, const MoeExpertsArgs& args, const MoePlan& plan);
 }  // namespace kiln::cpu

@@ -1,0 +1,259 @@
+// The many-token (prefill) form of the fused MoE expert kernel, compiled once per Highway
+// target by moe_experts_tiled_<weights>.cpp (internal; chosen per call in moe_kernels.cpp).
+//
+// The decode kernel (moe_experts-inl.h) runs each (token, expert) slot as its own GEMV:
+// every weight is decoded again for every token routed to its expert, and each decoded
+// vector feeds one FMA. With tens of tokens per expert that decode work, not memory, is
+// the bound. Here the same passes run as register tiles of a GEMM: a tile is R weight rows
+// by M tokens of one expert, each step decodes the R rows once (the GEMV decoders of
+// gemv-inl.h, so bf16, f16, f32 and FP8 with row or 128x128 block scales read exactly as
+// on the decode path) and feeds each decoded vector to M FMAs, with R * M accumulators.
+// No float32 copy of the weights is made: the decoders' shifts and lookups cost less than
+// writing and re-reading a widened panel (what an sgemm would need).
+//
+// The phases and their order of operations are the decode kernel's, so the result does
+// not depend on the number of threads either:
+//   1. tokens to float32 in the decoder's lane order (MoeKernel::PrepareTokens);
+//   2. gate/up: (expert, 4-row group) pieces; within a piece the expert's tokens go
+//      through in tiles of M, and the 4 gate and 4 up rows stay in L1 while they do;
+//      then SwiGLU per slot (MoeKernel::FinishSlot);
+//   3. down: items of kDownRows output rows; an item runs every active expert in
+//      ascending order (the shared expert last), each expert's down rows in groups of R
+//      against its tokens' activations in tiles of M (those activations stay in L2 while
+//      the item sweeps its rows), and adds the routing-weighted sums into its own
+//      [tokens, kDownRows] float32 accumulator, then writes those output columns once.
+
+// Per-target include guard (Highway's pattern: the toggle flips once per target).
+#if defined(KILN_BACKEND_CPU_MOE_EXPERTS_TILED_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KILN_BACKEND_CPU_MOE_EXPERTS_TILED_INL_H_
+#undef KILN_BACKEND_CPU_MOE_EXPERTS_TILED_INL_H_
+#else
+#define KILN_BACKEND_CPU_MOE_EXPERTS_TILED_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/moe/moe_experts-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::cpu::HWY_NAMESPACE {
+namespace {
+
+// Output rows per down item: the item's accumulator is [tokens, kDownRows] floats, and
+// hidden 2048 still gives 32 items to share between threads.
+constexpr int64_t kDownRows = 64;
+
+// sums[r * M + m] = sum_k x_m[k] * decoded W[r, k] for R rows from w (row stride ldw) and
+// M prepared token vectors xs[m] of length K (padded to whole steps with zeros), undecoded
+// (the caller undoes the decode factor and row scales). kBlocked: each 128-wide block's
+// partial sums are multiplied by block_scale[block]. The body and the tail are one
+// accumulation, as in DotRows.
+template <class Dec, int R, int M, bool kBlocked>
+HWY_INLINE void DotRowsTokens(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, const float* const* xs, int64_t K,
+                              const float* HWY_RESTRICT block_scale, float* HWY_RESTRICT sums) {
+  constexpr int V = Dec::kVecs;
+  const DF df;
+  const Dec dec;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t step = StepOf<Dec>(df);
+  const int64_t block = kBlocked ? kFp8ScaleBlock : K;
+  VF total[R][M];
+  for (int r = 0; r < R; ++r) {
+    for (int m = 0; m < M; ++m) total[r][m] = hn::Zero(df);
+  }
+  for (int64_t kb = 0; kb < K; kb += block) {
+    const int64_t kend = std::min(K, kb + block);
+    VF acc[R][M];
+    for (int r = 0; r < R; ++r) {
+      for (int m = 0; m < M; ++m) acc[r][m] = hn::Zero(df);
+    }
+    const auto accumulate = [&](int64_t k, auto load) HWY_ATTR {
+      VF wv[R][V];
+      for (int r = 0; r < R; ++r) load(w + r * ldw + k, wv[r]);
+      for (int m = 0; m < M; ++m) {
+        for (int v = 0; v < V; ++v) {
+          const VF x = hn::LoadU(df, xs[m] + k + v * lanes);
+          for (int r = 0; r < R; ++r) acc[r][m] = hn::MulAdd(wv[r][v], x, acc[r][m]);
+        }
+      }
+    };
+    int64_t k = kb;
+    for (; k + step <= kend; k += step) {
+      accumulate(k, [&](const typename Dec::T* p, VF* wv) HWY_ATTR { dec.Load(p, wv); });
+    }
+    if (k < kend) {
+      const size_t rest = static_cast<size_t>(kend - k);
+      accumulate(k, [&](const typename Dec::T* p, VF* wv) HWY_ATTR { LoadTail(dec, p, rest, wv); });
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int m = 0; m < M; ++m) {
+        if constexpr (kBlocked) {
+          total[r][m] = hn::MulAdd(acc[r][m], hn::Set(df, block_scale[kb / kFp8ScaleBlock]), total[r][m]);
+        } else {
+          total[r][m] = acc[r][m];
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int m = 0; m < M; ++m) sums[r * M + m] = hn::GetLane(hn::SumOfLanes(df, total[r][m]));
+  }
+}
+
+template <class Dec, bool kScaled, bool kBlocked>
+struct MoeTiledKernel {
+  using T = typename Dec::T;
+  using Base = MoeKernel<Dec, kScaled, kBlocked>;
+  // A tile holds R * M accumulators and the R * V decoded weight vectors of one step in
+  // registers (16 + 8 of AVX-512's 32, leaving room for x). Two-vector decoders (bf16,
+  // f16, f32, the AVX2/AVX3 FP8 decodes): 4 rows by 4 tokens, 8 decode instructions of
+  // bf16 per 32 FMAs. The four-vector FP8 table decode costs ~14 instructions per 64
+  // weights, so it gets 2 rows by 8 tokens: 28 per 64 FMAs instead of 56 per 64 at 4 x 4.
+  static constexpr int R = Dec::kVecs <= 2 ? 4 : 2;
+  static constexpr int M = Dec::kVecs <= 2 ? 4 : 8;
+  static_assert(kRowsPerPass % R == 0, "a 4-row group is a whole number of tiles");
+  static constexpr float kUndoDecode = 1.0f / Dec::kDecodedPerReal;  // a power of two: exact
+
+  const Base& base;
+
+  const MoeExpertsArgs& args() const { return base.a; }
+  const MoePlan& plan() const { return base.plan; }
+
+  // sums[r * m_count + m] = real dot products of rows [n, n + rows) of matrix `m` (cols
+  // wide) with the m_count (<= M) prepared vectors xs.
+  void Dot(const ExpertMatrix& mat, int64_t cols, int64_t n, int rows, const float* const* xs, int m_count,
+           float* sums) const {
+    const T* at = static_cast<const T*>(mat.data) + n * mat.row_stride;
+    const float* block_scale = nullptr;
+    if constexpr (kBlocked) block_scale = mat.scale + n / kFp8ScaleBlock * ceil_div(cols, kFp8ScaleBlock);
+    const int64_t K = cols;
+    for (int r0 = 0; r0 < rows; r0 += R) {
+      float* out = sums + r0 * m_count;
+      if (rows - r0 >= R) {
+        DotTiles<R>(at + r0 * mat.row_stride, mat.row_stride, xs, K, block_scale, m_count, out);
+      } else {
+        for (int r = r0; r < rows; ++r) DotTiles<1>(at + r * mat.row_stride, 0, xs, K, block_scale, m_count, sums + r * m_count);
+        break;
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      float scale = kUndoDecode;
+      if constexpr (kScaled && !kBlocked) scale *= mat.scale[n + r];
+      for (int m = 0; m < m_count; ++m) sums[r * m_count + m] *= scale;
+    }
+  }
+
+  // The tile kernel for m_count (1..kM) tokens.
+  template <int kRows, int kM = M>
+  static void DotTiles(const T* w, int64_t ldw, const float* const* xs, int64_t K, const float* block_scale,
+                       int m_count, float* out) {
+    if constexpr (kM > 1) {
+      if (m_count < kM) return DotTiles<kRows, kM - 1>(w, ldw, xs, K, block_scale, m_count, out);
+    }
+    DotRowsTokens<Dec, kRows, kM, kBlocked>(w, ldw, xs, K, block_scale, out);
+  }
+
+  // Gate and up rows [4 g, 4 g + 4) of expert e for every slot routed to it, M slots a tile.
+  void GateUpGroup(int64_t e, int64_t g) const {
+    const SwigluExpert& ex = base.expert(e);
+    const int64_t n = g * kRowsPerPass;
+    const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, ex.inter - n));
+    const int64_t H = args().hidden;
+    for (int64_t i = plan().slot_begin[e]; i < plan().slot_begin[e + 1]; i += M) {
+      const int count = static_cast<int>(std::min<int64_t>(M, plan().slot_begin[e + 1] - i));
+      const float* xs[M];
+      for (int m = 0; m < count; ++m) xs[m] = base.xs + plan().token_of(plan().slot_list[i + m]) * base.x_stride;
+      float g_sums[kRowsPerPass * M], u_sums[kRowsPerPass * M];
+      Dot(ex.gate, H, n, rows, xs, count, g_sums);
+      Dot(ex.up, H, n, rows, xs, count, u_sums);
+      for (int m = 0; m < count; ++m) {
+        const int64_t at = plan().slot_list[i + m] * base.act_stride + n;
+        for (int r = 0; r < rows; ++r) {
+          base.gate[at + r] = g_sums[r * count + m];
+          base.act[at + r] = u_sums[r * count + m];
+        }
+      }
+    }
+  }
+
+  // Output rows [h0, h0 + kDownRows) of every token, into acc [tokens, kDownRows].
+  void DownRows(int64_t h0, float* acc) const {
+    const MoeExpertsArgs& a = args();
+    const int64_t rows_here = std::min(kDownRows, a.hidden - h0);
+    std::fill(acc, acc + a.tokens * kDownRows, 0.0f);
+    for (int64_t e : plan().active) {
+      const SwigluExpert& ex = base.expert(e);
+      for (int64_t n = h0; n < h0 + rows_here; n += kRowsPerPass) {
+        const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, h0 + rows_here - n));
+        for (int64_t i = plan().slot_begin[e]; i < plan().slot_begin[e + 1]; i += M) {
+          const int count = static_cast<int>(std::min<int64_t>(M, plan().slot_begin[e + 1] - i));
+          const float* xs[M];
+          for (int m = 0; m < count; ++m) xs[m] = base.act + plan().slot_list[i + m] * base.act_stride;
+          float sums[kRowsPerPass * M];
+          Dot(ex.down, ex.inter, n, rows, xs, count, sums);
+          for (int m = 0; m < count; ++m) {
+            const int64_t slot = plan().slot_list[i + m];
+            const float weight = plan().weight_of(slot, a);
+            float* out = acc + plan().token_of(slot) * kDownRows + (n - h0);
+            for (int r = 0; r < rows; ++r) out[r] += weight * sums[r * count + m];
+          }
+        }
+      }
+    }
+    const size_t item = itemsize(a.act_dtype);
+    for (int64_t t = 0; t < a.tokens; ++t) {
+      from_f32(acc + t * kDownRows, a.act_dtype, static_cast<char*>(a.out) + (t * a.hidden + h0) * item, rows_here);
+    }
+  }
+
+  void Run(ThreadPool& pool) const {
+    const MoeExpertsArgs& a = args();
+    pool.parallel_for(a.tokens, std::max<int64_t>(1, 65536 / a.hidden), [&](int64_t t0, int64_t t1) {
+      base.PrepareTokens(t0, t1);
+    });
+    // Pieces cost in proportion to the tokens of their expert: one piece a task, taken in
+    // expert order from the pool's split (grain 1), keeps the two halves even enough at
+    // prefill sizes, where every piece is many microseconds.
+    const int64_t pieces = plan().group_begin.back();
+    pool.parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
+      size_t k = std::upper_bound(plan().group_begin.begin(), plan().group_begin.end(), p0) -
+                 plan().group_begin.begin() - 1;
+      for (int64_t p = p0; p < p1; ++p) {
+        while (p >= plan().group_begin[k + 1]) ++k;
+        GateUpGroup(plan().active[k], p - plan().group_begin[k]);
+      }
+    });
+    pool.parallel_for(plan().slots, std::max<int64_t>(1, 16384 / base.act_stride), [&](int64_t s0, int64_t s1) {
+      for (int64_t s = s0; s < s1; ++s) base.FinishSlot(s);
+    });
+    pool.parallel_for(ceil_div(a.hidden, kDownRows), 1, [&](int64_t i0, int64_t i1) {
+      std::vector<float> acc(static_cast<size_t>(a.tokens * kDownRows));
+      for (int64_t i = i0; i < i1; ++i) DownRows(i * kDownRows, acc.data());
+    });
+  }
+};
+
+template <class Dec, bool kScaled, bool kBlocked>
+void RunMoeExpertsTiled(ThreadPool& pool, const MoeExpertsArgs& a, const MoePlan& plan) {
+  const DF df;
+  const int64_t step = StepOf<Dec>(df);
+  const auto round_up = [&](int64_t n) { return ceil_div(n, step) * step; };
+  const int64_t x_stride = round_up(a.hidden);
+  const int64_t act_stride = round_up(std::max<int64_t>(plan.max_inter, 1));
+  MoeScratch scratch(a.tokens * x_stride + 2 * plan.slots * act_stride);
+  float* xs = scratch.data();
+  float* gate = xs + a.tokens * x_stride;
+  float* act = gate + plan.slots * act_stride;
+  const MoeKernel<Dec, kScaled, kBlocked> base{a, plan, step, x_stride, act_stride, xs, gate, act};
+  MoeTiledKernel<Dec, kScaled, kBlocked>{base}.Run(pool);
+}
+
+}  // namespace
+}  // namespace kiln::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
