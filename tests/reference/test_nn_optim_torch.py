@@ -196,7 +196,10 @@ def init_stats_agree(kp, tp):
 
 
 def test_initialisation_distributions_agree_with_torch():
+    # Both seeded: the max-abs check on a 32-element bias fails for about 1 draw in 30,
+    # so unseeded it would depend on what ran before.
     torch.manual_seed(0)
+    kiln.manual_seed(0)
     for k, t in [(knn.Linear(300, 200), tnn.Linear(300, 200)), (knn.Conv2d(16, 32, 3), tnn.Conv2d(16, 32, 3)),
                  (knn.Embedding(100, 64), tnn.Embedding(100, 64)), (knn.Conv1d(8, 400, 5), tnn.Conv1d(8, 400, 5))]:
         for (name, kp), (_, tp) in zip(k.named_parameters(), t.named_parameters()):
