@@ -71,6 +71,12 @@ Tensor& Tensor::copy_(const Tensor& src) {
   // summed back to src's shape (PyTorch's CopyBackwards).
   KILN_INPLACE_AUTOGRAD(
       "copy_", *this, &src, [&] { copy_(src); }, [&](const Tensor&) { return src.to(dtype()).expand(sizes()); });
+  // Across devices (PyTorch allows it): a host source is converted to this dtype on the
+  // host first, so every conversion the CPU has works (fill_ of a device tensor included).
+  // The same-device copy_ it ends in checks the destination and counts the write, once.
+  if (src.device() != device()) {
+    return copy_(src.device().type == DeviceType::CPU ? src.to(dtype()).to(device()) : src.to(device()));
+  }
   // PyTorch's rules: copying a view onto itself is a no-op; a destination whose elements
   // share memory, or a source that partly overlaps it, would depend on the write order.
   check_writable(*this, "copy_");
@@ -78,11 +84,6 @@ Tensor& Tensor::copy_(const Tensor& src) {
   const bool same_view = data_ptr() == src.data_ptr() && sizes() == src.sizes() && strides() == src.strides() &&
                          dtype() == src.dtype();
   if (same_view) return *this;
-  // Across devices (PyTorch allows it): a host source is converted to this dtype on the
-  // host first, so every conversion the CPU has works (fill_ of a device tensor included).
-  if (src.device() != device()) {
-    return copy_(src.device().type == DeviceType::CPU ? src.to(dtype()).to(device()) : src.to(device()));
-  }
   check_no_internal_overlap(*this, "copy_");
   check_no_partial_overlap(*this, src, "copy_");
   copy_on_device("copy_", *this, src.expand(sizes()));

@@ -202,6 +202,18 @@ TEST_F(VulkanDevice, FreedChunksReuseTheirAddresses) {
   }
 }
 
+TEST_F(VulkanDevice, CopyAcrossDevicesCountsOneWrite) {
+  Tensor d = Tensor::empty({8}, DType::Float32, kVulkan);
+  const int64_t before = d.version();
+  d.copy_(arange(Scalar(int64_t{0}), Scalar(int64_t{8}), Scalar(int64_t{1}), DType::Float32));
+  EXPECT_EQ(d.version(), before + 1);
+  Tensor h = empty({8}, DType::Float32);
+  const int64_t host_before = h.version();
+  h.copy_(d);
+  EXPECT_EQ(h.version(), host_before + 1);
+  EXPECT_EQ(h.data<float>()[7], 7.0f);
+}
+
 TEST_F(VulkanDevice, BadInputIsAClearError) {
   expect_error([] { empty({4}, DType::Float32).to(Device{DeviceType::Vulkan, 1}); }, ErrorKind::Runtime,
                "vulkan:1 does not exist");
