@@ -54,6 +54,7 @@ TSAN_FILTER := *Thread*:*Concurren*:ExecutionContext*:SetNumThreads*
 # Seconds each harness runs in `make fuzz` (fuzz/run -t).
 FUZZ_SECONDS := 20
 SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:strict_init_order=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp \
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 .PHONY: test-sanitize test-tsan fuzz

@@ -205,8 +205,8 @@ void setitem(const Tensor& self, const py::handle& key, const py::handle& value)
   SlicedKey sliced = apply_slicing(self, key);
   if (number) {
     const Scalar s = to_scalar(value, "__setitem__");
-    // Through index tensors the number is range-checked, as PyTorch does; a basic key
-    // fills the view (fill_ converts without that check today).
+    // Either way the number is range-checked as PyTorch does (u8[0] = 300 raises,
+    // u8[0] = -1 wraps to 255).
     if (sliced.indices.empty()) {
       sliced.view.fill_(s);
     } else {

@@ -16,11 +16,15 @@
 #include "kiln/context.h"
 #include "kiln/dtype.h"
 #include "kiln/tensor.h"
+#include "kiln/tensor_limits.h"
 
 namespace kiln::backend {
 
-// The most dims a tensor may have in an elementwise or indexing kernel.
-inline constexpr int kMaxLoopDims = 16;
+// The most dims a tensor may have in an elementwise or indexing kernel: the most any
+// kiln tensor may have (kMaxTensorDims, PyTorch's limit), so no op refuses a view for
+// its rank alone.
+inline constexpr int kMaxLoopDims = 64;
+static_assert(kMaxLoopDims >= kMaxTensorDims, "a kernel must take every tensor kiln can make");
 
 // Per-call constants, already validated by the front end. A kernel converts the one it
 // needs to its compute type once per call: float kernels read `f`, integer and bool

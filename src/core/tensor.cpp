@@ -10,6 +10,7 @@
 #include "kiln/allocator.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
+#include "kiln/tensor_limits.h"
 
 namespace kiln {
 
@@ -99,9 +100,17 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   return dim < 0 ? dim + n : dim;
 }
 
+void check_tensor_rank(int64_t ndim, const char* op) {
+  if (ndim > kMaxTensorDims) [[unlikely]] {
+    fail(ErrorKind::Runtime, op, "tensors with more than {} dims are not supported (got {} dims)", kMaxTensorDims,
+         ndim);
+  }
+}
+
 namespace {
 
 void check_sizes(const Shape& sizes, const char* op) {
+  check_tensor_rank(static_cast<int64_t>(sizes.size()), op);
   for (int64_t s : sizes) {
     KILN_CHECK(s >= 0, op, "negative dimension {} in size {}", s, shape_to_string(sizes));
   }
@@ -160,6 +169,7 @@ std::optional<Shape> view_strides(const Shape& old_sizes, const Shape& old_strid
 }
 
 Shape infer_size(const Shape& sizes, int64_t numel, const char* op) {
+  check_tensor_rank(static_cast<int64_t>(sizes.size()), op);
   Shape out = sizes;
   int64_t known = 1;
   bool overflow = false, has_zero = false;
@@ -341,6 +351,7 @@ Tensor Tensor::expand(const Shape& sizes) const {
   KILN_TENSOR_METHOD_AUTOGRAD(expand, sizes);
   int64_t n = static_cast<int64_t>(sizes.size());
   int64_t nd = dim();
+  check_tensor_rank(n, "expand");
   KILN_CHECK(n >= nd, "expand",
              "the number of sizes provided ({}) must be greater or equal to the number of dimensions in "
              "the tensor ({})", n, nd);
@@ -454,6 +465,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 
 Tensor Tensor::unsqueeze(int64_t d) const {
   KILN_TENSOR_METHOD_AUTOGRAD(unsqueeze, d);
+  check_tensor_rank(dim() + 1, "unsqueeze");
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape s = sizes(), st = strides();
   int64_t new_stride = d < dim() ? checked_mul(st[d], s[d], "unsqueeze") : 1;

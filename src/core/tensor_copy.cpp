@@ -8,6 +8,7 @@
 #include "core/copy_kernels.h"
 #include "core/memory_overlap.h"
 #include "core/op_profile.h"
+#include "core/scalar_convert.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
@@ -122,10 +123,9 @@ Tensor& Tensor::fill_(const Scalar& value) {
   KILN_INPLACE_AUTOGRAD(
       "fill_", *this, nullptr, [&] { fill_(value); }, [&](const Tensor&) { return Tensor(); });
   check_writable(*this, "fill_");
-  // PyTorch's checked conversion: a complex value with an imaginary part does not fit a
-  // real dtype (full((2,), 1j, dtype=float32) raises rather than dropping the 1j).
-  KILN_CHECK(!value.is_complex() || is_complex(dtype()) || value.to_complex().imag() == 0, "fill_",
-             "value cannot be converted to type {} without overflow (got {})", dtype_name(dtype()), value.str());
+  // PyTorch's checked conversion: 300 does not fit uint8, nor 1j float32 (it raises
+  // rather than wrapping or dropping the 1j).
+  check_scalar_converts(value, dtype(), "fill_");
   return copy_(from_scalar(value));
 }
 

@@ -206,7 +206,9 @@ Tensor Checkpoint::get(const std::string& name) const {
     // A header not padded to 8 bytes (older writers) leaves tensors misaligned; kernels
     // load whole elements, so such a tensor is copied once into aligned memory.
     Tensor copy = Tensor::empty(e.shape, e.dtype);
-    std::memcpy(copy.data_ptr(), data, nbytes);
+    // An empty tensor has no memory (a null data_ptr), and memcpy to null is undefined
+    // even for 0 bytes (UBSan).
+    if (nbytes > 0) std::memcpy(copy.data_ptr(), data, nbytes);
     return copy;
   }
   std::shared_ptr<Storage> storage = Storage::borrow(data, nbytes, mapping);

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "backend/random.h"
+#include "core/scalar_convert.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/generator.h"
@@ -25,17 +26,18 @@ Tensor zeros_named(const Shape& sizes, DType dtype, const char* op) {
   return t;
 }
 
-// PyTorch's checked conversion of a fill value: a complex number with an imaginary part
-// does not fit a real dtype (it is refused, not truncated to its real part).
-void check_complex_fits(const Scalar& value, std::optional<DType> dtype, const char* op) {
-  if (!value.is_complex() || !dtype || is_complex(*dtype) || value.to_complex().imag() == 0) return;
-  fail(ErrorKind::Runtime, op, "value cannot be converted to type {} without overflow (got {})", dtype_name(*dtype),
-       value.str());
+// `value` in `dtype` (its own promotion dtype by default) as a 0-dim tensor, after
+// PyTorch's checked conversion: a value that does not fit (300 in uint8, 1e39 in
+// float32, 1j in a real dtype) raises rather than wrapping or being truncated.
+Tensor checked_scalar_tensor(const Scalar& value, std::optional<DType> dtype, const char* op) {
+  const DType dt = dtype.value_or(value.promotion_dtype());
+  check_scalar_converts(value, dt, op);
+  // Stored in its widest natural dtype, then cast with the shared cast rules.
+  return Tensor::from_scalar(value).to(dt);
 }
 
 Tensor full_named(const Shape& sizes, const Scalar& value, std::optional<DType> dtype, const char* op) {
-  check_complex_fits(value, dtype, op);
-  Tensor v = scalar_tensor(value, dtype);
+  Tensor v = checked_scalar_tensor(value, dtype, op);
   Tensor t = Tensor::empty(sizes, v.dtype(), kCPU, op);
   t.copy_(v);
   return t;
@@ -57,9 +59,7 @@ Tensor ones_like(const Tensor& t, std::optional<DType> dtype) {
 }
 
 Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype) {
-  check_complex_fits(value, dtype, "scalar_tensor");
-  // Stored in its widest natural dtype, then cast with the shared cast rules.
-  return Tensor::from_scalar(value).to(dtype.value_or(value.promotion_dtype()));
+  return checked_scalar_tensor(value, dtype, "scalar_tensor");
 }
 
 Tensor full(const Shape& sizes, const Scalar& value, std::optional<DType> dtype) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/op_profile.h"
+#include "core/scalar_convert.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/context.h"
@@ -17,7 +18,9 @@
 
 namespace kiln::elementwise {
 
-Tensor scalar_operand(const Scalar& value, DType dtype) { return scalar_tensor(value, dtype); }
+// Unchecked: the caller checks what PyTorch checks (check_scalar_fits); a float scalar
+// past a narrow dtype's range becomes inf there as in PyTorch (f16 x * 1e6).
+Tensor scalar_operand(const Scalar& value, DType dtype) { return Tensor::from_scalar(value).to(dtype); }
 
 backend::KernelScalar kernel_scalar(const Scalar& value) {
   backend::KernelScalar k;
@@ -35,44 +38,12 @@ backend::KernelScalar negated(const backend::KernelScalar& value) {
   return k;
 }
 
-namespace {
-
-// Whether the Scalar converts to T under c10's checked conversion (compared as
-// integers). Like c10::overflows, an unsigned T also takes negatives down to -max,
-// which wrap (two's complement): that is what lets uint8 a - b run as a + 255 * b.
-template <typename T>
-bool fits(const Scalar& v) {
-  if (v.is_bool()) return true;
-  if (v.tag() == Scalar::Tag::UInt) return v.to_uint64() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-  if (v.is_integral()) {
-    const int64_t i = v.to_int64();
-    if constexpr (std::is_unsigned_v<T>) {
-      const auto max = static_cast<uint64_t>(std::numeric_limits<T>::max());
-      return i >= 0 ? static_cast<uint64_t>(i) <= max : uint64_t{0} - static_cast<uint64_t>(i) <= max;
-    } else {
-      return i >= std::numeric_limits<T>::lowest() && i <= std::numeric_limits<T>::max();
-    }
-  }
-  // A float scalar cannot reach an integer result (promotion makes it float), except
-  // through alpha, which add rejects before this.
-  return true;
-}
-
-}  // namespace
-
 void check_scalar_fits(const char* op, const Scalar& value, DType dtype) {
-  bool ok = true;
-  switch (dtype) {
-    case DType::UInt8: ok = fits<uint8_t>(value); break;
-    case DType::UInt16: ok = fits<uint16_t>(value); break;
-    case DType::UInt32: ok = fits<uint32_t>(value); break;
-    case DType::UInt64: ok = fits<uint64_t>(value); break;
-    case DType::Int8: ok = fits<int8_t>(value); break;
-    case DType::Int16: ok = fits<int16_t>(value); break;
-    case DType::Int32: ok = fits<int32_t>(value); break;
-    default: break;  // int64 holds every integral Scalar but UInt, which promotes to uint64
-  }
-  if (!ok) {
+  // A float scalar cannot reach an integer result (promotion makes it float), except
+  // through alpha, which add rejects before this; int64 holds every integral Scalar but
+  // UInt, which promotes to uint64.
+  if (!value.is_integral() || !is_integral(dtype) || dtype == DType::Int64) return;
+  if (!scalar_fits(value, dtype)) {
     fail(ErrorKind::Runtime, op, "value cannot be converted to type {} without overflow: {}", dtype_name(dtype),
          value.str());
   }

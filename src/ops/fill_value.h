@@ -7,9 +7,8 @@
 
 namespace kiln {
 
-// PyTorch's checked conversion: a Runtime error "value cannot be converted to type uint8
-// without overflow (got 300)" when `value` does not fit integer dtype `dt` (NaN and
-// infinities never fit), or has an imaginary part for a real dtype.
+// PyTorch's checked conversion (core/scalar_convert.h): a RuntimeError "value cannot be
+// converted to type uint8 without overflow (got 300; ...)" when `value` does not fit `dt`.
 void check_fill_value(const Scalar& value, DType dt, const char* op);
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/type_promotion.h"
 #include "ops/autograd_hooks.h"
+#include "core/scalar_convert.h"
 #include "ops/fill_value.h"
 #include "ops/op_utils.h"
 
@@ -85,33 +86,7 @@ void check_bool_mask(const Tensor& mask, const char* op) {
 
 }  // namespace
 
-void check_fill_value(const Scalar& value, DType dt, const char* op) {
-  const auto fail_overflow = [&] {
-    fail(ErrorKind::Runtime, op, "value cannot be converted to type {} without overflow (got {})", dtype_name(dt),
-         value.str());
-  };
-  if (value.is_complex() && !is_complex(dt) && value.to_complex().imag() != 0) fail_overflow();
-  if (!is_integral(dt)) return;
-  const int bits = static_cast<int>(itemsize(dt)) * 8;
-  if (value.is_floating() || value.is_complex()) {
-    const double v = value.is_complex() ? value.to_complex().real() : value.to_double();
-    const double lo = is_unsigned(dt) ? 0.0 : -std::ldexp(1.0, bits - 1);
-    const double hi_exclusive = std::ldexp(1.0, is_unsigned(dt) ? bits : bits - 1);
-    if (!(v >= lo && v < hi_exclusive)) fail_overflow();  // NaN fails too
-    return;
-  }
-  if (value.tag() == Scalar::Tag::UInt) {
-    if (!is_unsigned(dt) || bits < 64) fail_overflow();  // above INT64_MAX
-    return;
-  }
-  const int64_t v = value.to_int64();
-  if (is_unsigned(dt)) {
-    if (v < 0 || (bits < 64 && v > static_cast<int64_t>((uint64_t{1} << bits) - 1))) fail_overflow();
-  } else if (bits < 64) {
-    const int64_t bound = int64_t{1} << (bits - 1);
-    if (v < -bound || v >= bound) fail_overflow();
-  }
-}
+void check_fill_value(const Scalar& value, DType dt, const char* op) { check_scalar_converts(value, dt, op); }
 
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   KILN_AUTOGRAD(index_select, input, dim, index);

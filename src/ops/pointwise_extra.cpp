@@ -72,13 +72,14 @@ Tensor laguerre_polynomial_l(const Tensor& x, const Tensor& n) {
   return out;
 }
 
-// A Python number takes part in promotion as a 0-dim tensor of its category.
+// A Python number takes part in promotion as a 0-dim tensor of its category, cast
+// unchecked to the result dtype (a wrapped number, as in PyTorch).
 Tensor laguerre_polynomial_l(const Tensor& x, const Scalar& n) {
-  return laguerre_polynomial_l(x, scalar_tensor(n, result_type({x, n})));
+  return laguerre_polynomial_l(x, Tensor::from_scalar(n).to(result_type({x, n})));
 }
 
 Tensor laguerre_polynomial_l(const Scalar& x, const Tensor& n) {
-  return laguerre_polynomial_l(scalar_tensor(x, result_type({n, x})), n);
+  return laguerre_polynomial_l(Tensor::from_scalar(x).to(result_type({n, x})), n);
 }
 
 }  // namespace special

@@ -37,7 +37,8 @@ Tensor random_values(const Shape& shape, DType dt, uint32_t seed) {
 
 Tensor long_tensor(const std::vector<int64_t>& values, const Shape& shape) {
   Tensor t = Tensor::empty(shape, DType::Int64);
-  std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(int64_t));
+  // memcpy from an empty vector's null data() is undefined even for 0 bytes (UBSan).
+  if (!values.empty()) std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(int64_t));
   return t;
 }
 
