@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "llm/tokenizer_utf8.h"
+
 namespace kiln::llm::jinja {
 
 // Code points in `s` (bytes that are not valid UTF-8 count one each).
@@ -16,7 +18,7 @@ int64_t code_point_count(std::string_view s);
 std::vector<size_t> code_point_offsets(std::string_view s);
 // The code point starting at byte `pos` and its length in bytes (1 for a stray byte).
 char32_t decode_code_point(std::string_view s, size_t pos, size_t& length);
-void append_utf8(std::string& out, char32_t cp);
+using llm::tok::append_utf8;  // the tokenizer's encoder (tokenizer_utf8.h)
 
 // Python's str.isspace() for one code point.
 bool is_python_space(char32_t cp);
