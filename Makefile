@@ -1,6 +1,9 @@
 # Thin wrapper over CMake: `make demo` and `make test` are the two set-up commands.
 BUILD_DIR := build/release
 PYTHON := /usr/bin/python3
+# Compiler paths relative to each build folder in ccache's keys, so build/release, the
+# wheel's build/wheel and another clone of the repository share compiled objects.
+export CCACHE_BASEDIR ?= $(CURDIR)
 # The built-in demo model: a synthetic Qwen3-MoE checkpoint in the exact Hugging Face
 # layout with random weights (so its text is meaningless); point `kiln run --model` at a
 # real folder for real text.
