@@ -226,6 +226,30 @@ TEST_F(VulkanMoe, ExpertsMatchCpuForFp8Weights) {
   check_experts({2, 31, 9, 3, 2, DType::Float8_e4m3fn, DType::Float32, false, true, true}, 13);
 }
 
+TEST_F(VulkanMoe, ZeroSizesAndNonContiguousInputs) {
+  const Stacked stacked = make_stacked(4, 24, 12, DType::BFloat16, false, false, 40);
+  const MoeExperts cpu = stacked.experts(kCPU);
+  const MoeExperts dev = stacked.experts(kVulkan);
+  // No tokens; no choices (nothing added: zeros).
+  const MoeRouting none = moe_route(zeros({0, 4}).to(kVulkan), 2, MoeScoring::Softmax, true);
+  EXPECT_EQ(none.ids.sizes(), (Shape{0, 2}));
+  EXPECT_EQ(none.ids.device().type, DeviceType::Vulkan);
+  EXPECT_EQ(moe_experts(zeros({0, 24}).to(kVulkan), none.weights, none.ids, dev).sizes(), (Shape{0, 24}));
+  const Tensor no_choice = moe_experts(ones({2, 24}).to(kVulkan), zeros({2, 0}).to(kVulkan),
+                                       zeros({2, 0}, DType::Int32).to(kVulkan), dev);
+  expect_close(no_choice, zeros({2, 24}), 0, 0);
+  // x, logits and routing weights as transposed views of device tensors.
+  const Tensor xt = linear_test::random_tensor({24, 3}, DType::Float32, 41);
+  const Tensor lt = distinct_logits(4, 3, 42);
+  const MoeRouting want_r = moe_route(lt.t(), 2, MoeScoring::Sigmoid, true);
+  const MoeRouting got_r = moe_route(lt.to(kVulkan).t(), 2, MoeScoring::Sigmoid, true);
+  expect_same_bits(got_r.ids, want_r.ids);
+  const Tensor want = moe_experts(xt.t(), want_r.weights, want_r.ids, cpu);
+  const Tensor got = moe_experts(xt.to(kVulkan).t(), got_r.weights.t().contiguous().t(), got_r.ids, dev);
+  expect_matches(got.to(kCPU), reference_experts(xt.t(), want_r, cpu, std::nullopt), 24, 12);
+  expect_close(got, want, 1e-5, 1e-6);
+}
+
 TEST_F(VulkanMoe, DecodeStepRecordsWithoutWaiting) {
   const Stacked stacked = make_stacked(16, 96, 40, DType::BFloat16, false, false, 20);
   const MoeExperts dev = stacked.experts(kVulkan);
