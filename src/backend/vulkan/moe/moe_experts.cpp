@@ -11,6 +11,7 @@
 // a GPU); the CPU's per-expert tiling for prefill is not ported.
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "backend/vulkan/moe/moe_vulkan.h"
 #include "backend/vulkan/vk_kernels.h"
@@ -109,6 +110,17 @@ uint32_t scale_code(const backend::MoeExpertsArgs& a) {
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
+// Weights per 32-bit word the shaders may read (VEC): a word holds 4 / itemsize elements,
+// usable when the row length and every row start (first element, row and expert strides)
+// are multiples of it. Otherwise 1: one element per read.
+uint32_t vector_width(DType weights, std::initializer_list<int64_t> multiples) {
+  const int64_t per_word = 4 / static_cast<int64_t>(itemsize(weights));
+  for (int64_t m : multiples) {
+    if (m % per_word != 0) return 1;
+  }
+  return static_cast<uint32_t>(per_word);
+}
+
 struct GateUpPush {
   uint32_t slots, top_k, experts, inter, hidden, g_row_stride, u_row_stride, g_expert_stride, u_expert_stride,
       gs_expert_stride, us_expert_stride, k_blocks, h_stride, h_row0, h_first, x_first, ids_first, rw_first, g_first,
@@ -145,7 +157,10 @@ void gate_up(const backend::MoeExpertsArgs& a, const backend::SwigluExpert* list
                         u.weights.binding.first,
                         g.scales.binding.first,
                         u.scales.binding.first};
-  const uint32_t spec[] = {dtype_code(a.weight_dtype), dtype_code(a.act_dtype), scale_code(a), shared ? 1u : 0u};
+  const uint32_t vec = vector_width(a.weight_dtype, {H, g.weights.row_stride, u.weights.row_stride,
+                                                     g.weights.expert_stride, u.weights.expert_stride,
+                                                     g.weights.binding.first, u.weights.binding.first});
+  const uint32_t spec[] = {dtype_code(a.weight_dtype), dtype_code(a.act_dtype), scale_code(a), shared ? 1u : 0u, vec};
   dispatch(kOp, "moe_gate_up", spec,
            {h, x, ids, routing_weights, g.weights.binding, u.weights.binding, g.scales.binding, u.scales.binding},
            &push, sizeof(push), u32(ceil_div(I, kRowsPerGroup)), u32(std::min(slots, kMaxGroups)));
@@ -220,7 +235,10 @@ void moe_experts(const ExecutionContext&, const backend::MoeExpertsArgs& a) {
          down.scales.binding.first,
          shared_down.weights.binding.first,
          shared_down.scales.binding.first};
-  const uint32_t spec[] = {dtype_code(w), dtype_code(a.act_dtype), scale_code(a), a.shared != nullptr ? 1u : 0u};
+  const uint32_t vec = vector_width(w, {I, shared_I, down.weights.row_stride, down.weights.expert_stride,
+                                        down.weights.binding.first, shared_down.weights.row_stride,
+                                        a.shared != nullptr ? shared_down.weights.binding.first : 0});
+  const uint32_t spec[] = {dtype_code(w), dtype_code(a.act_dtype), scale_code(a), a.shared != nullptr ? 1u : 0u, vec};
   dispatch(kOp, "moe_down", spec,
            {out, hb, ids, down.weights.binding, down.scales.binding, shared_down.weights.binding,
             shared_down.scales.binding},

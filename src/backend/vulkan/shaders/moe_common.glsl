@@ -25,6 +25,15 @@ vec4 group_sum4(vec4 v) {
   return r;
 }
 
+// Element v of a 32-bit word packing 32 / bits codes of dtype dt (little-endian: element
+// 0 in the low bits), as a float. The VEC > 1 paths read weights a word per invocation,
+// so a subgroup of 32 reads 128 contiguous bytes of a row per load.
+float word_element(uint dt, uint word, uint v) {
+  const uint bits = element_bytes(dt) * 8u;
+  const uint code = bits == 32u ? word : (word >> (v * bits)) & ((1u << bits) - 1u);
+  return uintBitsToFloat(code_to_f32(dt, code));
+}
+
 float moe_silu(float g) { return g / (1.0 + exp(-g)); }
 
 #define MOE_NAN uintBitsToFloat(0x7FC00000u)

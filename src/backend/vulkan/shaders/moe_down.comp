@@ -12,6 +12,9 @@ layout(constant_id = 0) const uint W_DT = DT_F32;
 layout(constant_id = 1) const uint ACT_DT = DT_F32;
 layout(constant_id = 2) const uint SCALES = MOE_NO_SCALES;
 layout(constant_id = 3) const uint HAS_SHARED = 0;
+// Weights per 32-bit word read, as in moe_gate_up.comp (the host checks the alignment of
+// both the routed and the shared down matrices).
+layout(constant_id = 4) const uint VEC = 1;
 
 KILN_BUFFER(0, out_, writeonly)
 KILN_BUFFER(1, h_, readonly)
@@ -49,6 +52,7 @@ layout(push_constant, std430) uniform Push {
 
 float scale_of(bool is_shared, uint i) { return uintBitsToFloat(is_shared ? sds_32[i] : ds_32[i]); }
 float weight_of(bool is_shared, uint i) { return is_shared ? load_sd_(W_DT, i) : load_d_(W_DT, i); }
+uint word_of(bool is_shared, uint i) { return is_shared ? sd_32[i] : d_32[i]; }
 
 // This invocation's share of rows [r0, r0 + rows) of one expert's down matrix against
 // h row `h_row` (K columns), with the expert's scales applied.
@@ -56,11 +60,26 @@ vec4 expert_rows(bool is_shared, uint w_row, uint row_stride, uint scales, uint 
                  uint rows, uint lane) {
   vec4 acc = vec4(0.0);
   const uint block_row = scales + (r0 / 128u) * k_blocks;
-  for (uint k = lane, block = 0u; k < K; k += MOE_LOCAL, ++block) {
-    float hv = uintBitsToFloat(h_32[h_row + k]);
-    if (SCALES == MOE_BLOCK_SCALES) hv *= scale_of(is_shared, block_row + block);
-    [[unroll]] for (uint r = 0u; r < MOE_ROWS; ++r) {
-      if (r < rows) acc[r] += hv * weight_of(is_shared, w_row + r * row_stride + k);
+  if (VEC > 1u) {
+    for (uint w = lane; w < K / VEC; w += MOE_LOCAL) {
+      const uint k = w * VEC;
+      const float scale = SCALES == MOE_BLOCK_SCALES ? scale_of(is_shared, block_row + k / 128u) : 1.0;
+      uvec4 words = uvec4(0u);
+      [[unroll]] for (uint r = 0u; r < MOE_ROWS; ++r) {
+        if (r < rows) words[r] = word_of(is_shared, (w_row + r * row_stride) / VEC + w);
+      }
+      [[unroll]] for (uint v = 0u; v < VEC; ++v) {
+        const float hv = uintBitsToFloat(h_32[h_row + k + v]) * scale;
+        [[unroll]] for (uint r = 0u; r < MOE_ROWS; ++r) acc[r] += hv * word_element(W_DT, words[r], v);
+      }
+    }
+  } else {
+    for (uint k = lane, block = 0u; k < K; k += MOE_LOCAL, ++block) {
+      float hv = uintBitsToFloat(h_32[h_row + k]);
+      if (SCALES == MOE_BLOCK_SCALES) hv *= scale_of(is_shared, block_row + block);
+      [[unroll]] for (uint r = 0u; r < MOE_ROWS; ++r) {
+        if (r < rows) acc[r] += hv * weight_of(is_shared, w_row + r * row_stride + k);
+      }
     }
   }
   if (SCALES == MOE_ROW_SCALES) {

@@ -16,6 +16,9 @@ layout(constant_id = 0) const uint W_DT = DT_F32;
 layout(constant_id = 1) const uint ACT_DT = DT_F32;
 layout(constant_id = 2) const uint SCALES = MOE_NO_SCALES;
 layout(constant_id = 3) const uint SHARED = 0;
+// Weights per 32-bit word read (1: one element per read; 2 or 4 when every row start is
+// word-aligned and hidden a multiple of it, as the host checks).
+layout(constant_id = 4) const uint VEC = 1;
 
 KILN_BUFFER(0, h_, writeonly)
 KILN_BUFFER(1, x_, readonly)
@@ -78,17 +81,42 @@ void main() {
     const uint gs_block = pc.gs_first + e * pc.gs_expert_stride + (i0 / 128u) * pc.k_blocks;
     const uint us_block = pc.us_first + e * pc.us_expert_stride + (i0 / 128u) * pc.k_blocks;
     vec4 gate = vec4(0.0), up = vec4(0.0);
-    for (uint k = lane, block = 0u; k < H; k += MOE_LOCAL, ++block) {
-      const float xv = load_x_(ACT_DT, x_row + k);
-      float gx = xv, ux = xv;
-      if (SCALES == MOE_BLOCK_SCALES) {
-        gx *= gate_scale(gs_block + block);
-        ux *= up_scale(us_block + block);
+    if (VEC > 1u) {
+      for (uint w = lane; w < H / VEC; w += MOE_LOCAL) {
+        const uint k = w * VEC;
+        float g_scale = 1.0, u_scale = 1.0;
+        if (SCALES == MOE_BLOCK_SCALES) {
+          g_scale = gate_scale(gs_block + k / 128u);  // a word never straddles a block
+          u_scale = up_scale(us_block + k / 128u);
+        }
+        uvec4 gw = uvec4(0u), uw = uvec4(0u);
+        [[unroll]] for (uint r = 0u; r < MOE_ROWS; ++r) {
+          if (r < rows) {
+            gw[r] = g_32[(g_row + r * pc.g_row_stride) / VEC + w];
+            uw[r] = u_32[(u_row + r * pc.u_row_stride) / VEC + w];
+          }
+        }
+        [[unroll]] for (uint v = 0u; v < VEC; ++v) {
+          const float xv = load_x_(ACT_DT, x_row + k + v);
+          [[unroll]] for (uint r = 0u; r < MOE_ROWS; ++r) {
+            gate[r] += xv * g_scale * word_element(W_DT, gw[r], v);
+            up[r] += xv * u_scale * word_element(W_DT, uw[r], v);
+          }
+        }
       }
-      [[unroll]] for (uint r = 0u; r < MOE_ROWS; ++r) {
-        if (r < rows) {
-          gate[r] += gx * load_g_(W_DT, g_row + r * pc.g_row_stride + k);
-          up[r] += ux * load_u_(W_DT, u_row + r * pc.u_row_stride + k);
+    } else {
+      for (uint k = lane, block = 0u; k < H; k += MOE_LOCAL, ++block) {
+        const float xv = load_x_(ACT_DT, x_row + k);
+        float gx = xv, ux = xv;
+        if (SCALES == MOE_BLOCK_SCALES) {
+          gx *= gate_scale(gs_block + block);
+          ux *= up_scale(us_block + block);
+        }
+        [[unroll]] for (uint r = 0u; r < MOE_ROWS; ++r) {
+          if (r < rows) {
+            gate[r] += gx * load_g_(W_DT, g_row + r * pc.g_row_stride + k);
+            up[r] += ux * load_u_(W_DT, u_row + r * pc.u_row_stride + k);
+          }
         }
       }
     }
