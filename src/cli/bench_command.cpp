@@ -7,6 +7,7 @@
 
 #include "cli/bench/harness.h"
 #include "cli/bench/llm_bench.h"
+#include "cli/bench/vulkan_bench.h"
 #include "cli/commands.h"
 #include "kiln/context.h"
 #include "kiln/runtime.h"
@@ -32,7 +33,11 @@ void register_bench_command(CLI::App& app, CommandList& commands) {
       ->check(CLI::Range(int64_t{16}, int64_t{8192}));
   cmd->add_option("--llm-steps", llm_options->decode_steps, "With --llm: decode steps per run (default 32)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  commands.push_back({cmd, [filter, quick, llm, llm_options] {
+  auto device = std::make_shared<std::string>("cpu");
+  cmd->add_option("--device", *device, "cpu, or vulkan: the decode kernels on the Vulkan device (docs/gpu.md)")
+      ->check(CLI::IsMember({"cpu", "vulkan"}));
+  commands.push_back({cmd, [filter, quick, llm, llm_options, device] {
+                        if (*device == "vulkan") return bench::run_vulkan_bench(*filter, *quick);
                         if (*llm) {
                           const ExecutionContext context = current_context();
                           bench::LlmBenchOptions o = *llm_options;

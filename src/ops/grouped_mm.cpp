@@ -121,7 +121,7 @@ Tensor grouped_mm(const Tensor& mat_a, const Tensor& mat_b, const std::optional<
   check_int_sizes(kOp, mat_a);
   check_int_sizes(kOp, mat_b);
 
-  Tensor out = Tensor::empty(out_shape, out_dt, kCPU, "grouped_mm");
+  Tensor out = Tensor::empty(out_shape, out_dt, mat_a.device(), "grouped_mm");
   args.a = operand(mat_a);
   args.b = operand(mat_b);
   args.groups = offs_c.defined() ? offs_c.size(0) : mat_a.size(0);
@@ -165,7 +165,7 @@ Tensor grouped_mm_fp8(const Tensor& mat_a, const Tensor& mat_b, const Tensor& sc
   check_int_sizes(op, mat_b);
   const Tensor scale_c = scale.contiguous();
 
-  Tensor out = Tensor::empty({mat_a.size(0), N}, mat_a.dtype(), kCPU, op);
+  Tensor out = Tensor::empty({mat_a.size(0), N}, mat_a.dtype(), mat_a.device(), op);
   backend::GroupedMmArgs args;
   args.kind = backend::GroupedMmCase::Jagged2Dx3D;
   args.a = operand(a);

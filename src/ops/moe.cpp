@@ -42,6 +42,13 @@ CheckedRouting check_routing(const char* op, const Tensor& weights, const Tensor
                   "ids must be int32 or int64, got {}", dtype_name(ids.dtype()));
   KILN_CHECK_KIND(is_floating(weights.dtype()), Type, op, "weights must be a float tensor, got {}",
                   dtype_name(weights.dtype()));
+  if (ids.device().type != DeviceType::CPU) {
+    // Read where they are: checking the range here would wait for the device. Its
+    // kernels turn a token with an id outside [0, num_experts) into a NaN row instead.
+    KILN_CHECK_KIND(ids.dtype() == DType::Int32, Type, op, "ids on {} must be int32 (as moe_route returns), got {}",
+                    ids.device().str(), dtype_name(ids.dtype()));
+    return {as_f32(weights), ids.contiguous()};
+  }
   CheckedRouting r{as_f32(weights), ids.to(DType::Int64).contiguous()};
   const int64_t* id = r.ids.data<int64_t>();
   for (int64_t i = 0; i < r.ids.numel(); ++i) {
@@ -82,6 +89,9 @@ backend::ExpertMatrix expert_matrix(const char* op, const char* what, const Tens
     *layout = this_layout;
     *layout_known = true;
   }
+  KILN_CHECK(scale->device() == w.device(), op,
+             "Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
+             w.device().str(), scale->device().str());
   keep.push_back(scale->contiguous());
   m.scale = keep.back().data<float>();
   return m;
@@ -132,7 +142,9 @@ MoeRouting moe_route(const Tensor& router_logits, int64_t top_k, MoeScoring scor
                     dtype_name(selection_bias->dtype()));
     bias = as_f32(*selection_bias);
   }
-  MoeRouting r{Tensor::empty({T, top_k}, DType::Float32, kCPU, op), Tensor::empty({T, top_k}, DType::Int32, kCPU, op)};
+  const Device device = common_device(op, {&router_logits, bias.defined() ? &bias : nullptr});
+  MoeRouting r{Tensor::empty({T, top_k}, DType::Float32, device, op),
+               Tensor::empty({T, top_k}, DType::Int32, device, op)};
   if (T == 0) return r;
   const Tensor logits = as_f32(router_logits);
   backend::MoeRouteArgs a;
@@ -156,18 +168,20 @@ namespace {
 
 // Weights of every expert the routing selected (each read once) and of the shared
 // expert, plus the activations in and out; 2 FLOPs per weight per token it serves.
-OpCost moe_experts_cost(const backend::MoeExpertsArgs& a, const Tensor& x, const Tensor& out) {
+// Ids on a device are not read back for this: every slot counts as a distinct expert.
+OpCost moe_experts_cost(const backend::MoeExpertsArgs& a, const Tensor& x, const Tensor& out, bool ids_on_host) {
   const double weight_bytes = static_cast<double>(itemsize(a.weight_dtype));
   const double per_expert = 3.0 * static_cast<double>(a.hidden) * weight_bytes;  // gate, up, down
   std::vector<bool> used(static_cast<size_t>(a.num_experts), false);
   const int64_t slots = a.tokens * a.top_k;
   double inter_used = 0;
-  for (int64_t i = 0; i < slots; ++i) used[static_cast<size_t>(a.ids[i])] = true;
+  const auto expert_of = [&](int64_t i) { return ids_on_host ? a.ids[i] : i % a.num_experts; };
+  for (int64_t i = 0; i < slots; ++i) used[static_cast<size_t>(expert_of(i))] = true;
   OpCost c{tensor_bytes({&x, &out}), 0};
   for (int64_t e = 0; e < a.num_experts; ++e) {
     if (used[static_cast<size_t>(e)]) c.bytes += per_expert * static_cast<double>(a.experts[e].inter);
   }
-  for (int64_t i = 0; i < slots; ++i) inter_used += static_cast<double>(a.experts[a.ids[i]].inter);
+  for (int64_t i = 0; i < slots; ++i) inter_used += static_cast<double>(a.experts[expert_of(i)].inter);
   c.flops = 2.0 * 3.0 * static_cast<double>(a.hidden) * inter_used;
   if (a.shared != nullptr) {
     const double shared = 3.0 * static_cast<double>(a.hidden) * static_cast<double>(a.shared->inter);
@@ -283,7 +297,7 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
     KILN_CHECK(list.back().inter == inter, op, "all experts must have one intermediate size ({}), got {}", inter,
                list.back().inter);
   }
-  Tensor out = Tensor::empty({T, H}, x.dtype(), kCPU, op);
+  Tensor out = Tensor::empty({T, H}, x.dtype(), device, op);
   if (T == 0 || H == 0) return out;
   const Tensor xc = x.contiguous();
 
@@ -293,6 +307,7 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
   if (shared.has_value()) {
     shared_expert = swiglu_expert(op, shared->weights, H, wdtype, &layout, &layout_known, keep);
     const Tensor& g = shared->gate_weight;
+    common_device(op, {&x, &shared->weights.gate, &shared->weights.up, &shared->weights.down, &g});
     KILN_CHECK(g.defined() && g.numel() == H && (g.dim() == 1 || (g.dim() == 2 && g.size(0) == 1)), op,
                "shared expert gate_weight must be [1, {}] or [{}], got {}", H, H,
                g.defined() ? g.shape_str() : "undefined");
@@ -314,7 +329,8 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
   a.act_dtype = x.dtype();
   a.x = xc.data_ptr();
   a.out = out.data_ptr();
-  const OpProfile profile(op, [&] { return moe_experts_cost(a, xc, out); });
+  const bool ids_on_host = routing.ids.device().type == DeviceType::CPU;
+  const OpProfile profile(op, [&] { return moe_experts_cost(a, xc, out, ids_on_host); });
   backend::moe_kernels.on(xc.device(), op).experts(current_context(), a);
   return out;
 }
