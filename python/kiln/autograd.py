@@ -72,6 +72,23 @@ class set_grad_enabled(_GradMode):  # noqa: N801
         return (self._enabled,)
 
 
+def _zero_grad(params, set_to_none):
+    """Module.zero_grad and Optimizer.zero_grad: drops (``set_to_none``) or zeroes the
+    gradient of each of ``params``; a zeroed gradient leaves any graph first."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            g = p.grad
+            if g.grad_fn is not None:
+                g.detach_()
+            else:
+                g.requires_grad_(False)
+            g.zero_()
+
+
 def _tensors(obj):
     if obj is None:
         return None

@@ -68,84 +68,86 @@ json fp8_quantization(const ModelConfig& c) {
           {"weight_block_size", {128, 128}}};
 }
 
-json qwen3_moe_json(const ModelConfig& c) {
-  if (std::any_of(c.mixers.begin(), c.mixers.end(), [](MixerKind m) { return m != MixerKind::Attention; }) ||
-      c.scoring != MoeScoring::Softmax || c.use_expert_bias || c.routed_scaling_factor != 1.0) {
-    fail(ErrorKind::Value, kOp, "qwen3_moe has attention in every layer, softmax routing, no expert bias and no "
-         "routed scaling");
-  }
-  json mlp_only = json::array();
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    if (!c.moe_layers[i]) mlp_only.push_back(i);
-  }
-  json j = {
-      {"architectures", {"Qwen3MoeForCausalLM"}},
+bool every_layer_is_attention(const ModelConfig& c) {
+  return std::all_of(c.mixers.begin(), c.mixers.end(), [](MixerKind m) { return m == MixerKind::Attention; });
+}
+
+// The keys every Qwen config (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5's text_config) writes
+// alike. (The objects keep their keys sorted, so where a key is added does not matter.)
+json qwen_common_json(const ModelConfig& c) {
+  return {
       {"attention_bias", false},
       {"attention_dropout", 0.0},
-      {"decoder_sparse_step", 1},
       {"head_dim", c.head_dim},
       {"hidden_act", "silu"},
       {"hidden_size", c.hidden_size},
       {"initializer_range", 0.02},
       {"max_position_embeddings", c.max_position_embeddings},
-      {"max_window_layers", c.num_layers},
-      {"mlp_only_layers", mlp_only},
-      {"model_type", "qwen3_moe"},
-      {"moe_intermediate_size", c.moe_intermediate_size},
-      {"norm_topk_prob", c.norm_topk_prob},
       {"num_attention_heads", c.num_heads},
-      {"num_experts", c.num_experts},
-      {"num_experts_per_tok", c.num_experts_per_tok},
       {"num_hidden_layers", c.num_layers},
       {"num_key_value_heads", c.num_kv_heads},
-      {"output_router_logits", false},
       {"rms_norm_eps", c.norm_eps},
-      {"rope_scaling", nullptr},
-      {"rope_theta", c.rope_theta},
-      {"router_aux_loss_coef", 0.001},
-      {"sliding_window", nullptr},
-      {"tie_word_embeddings", c.tie_word_embeddings},
-      {"torch_dtype", dtype_string(c.dtype)},
-      {"transformers_version", "4.51.0"},
       {"use_cache", true},
-      {"use_sliding_window", false},
       {"vocab_size", c.vocab_size},
   };
+}
+
+// The sparse MoE keys of Qwen3-MoE, Qwen3-Next and Qwen3.5.
+void put_qwen_moe_keys(json& j, const ModelConfig& c) {
+  j["moe_intermediate_size"] = c.moe_intermediate_size;
+  j["num_experts"] = c.num_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["output_router_logits"] = false;
+  j["router_aux_loss_coef"] = 0.001;
+}
+
+// Qwen3-MoE and Qwen3-Next name their dense layers in mlp_only_layers.
+void put_mlp_only_layers(json& j, const ModelConfig& c) {
+  json mlp_only = json::array();
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (!c.moe_layers[i]) mlp_only.push_back(i);
+  }
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = mlp_only;
+  j["norm_topk_prob"] = c.norm_topk_prob;
+}
+
+// Qwen3 and Qwen3-MoE (transformers 4.51's Qwen3Config and Qwen3MoeConfig).
+json qwen3_family_json(const ModelConfig& c, const char* architecture, const char* model_type) {
+  json j = qwen_common_json(c);
+  j["architectures"] = {architecture};
+  j["max_window_layers"] = c.num_layers;
+  j["model_type"] = model_type;
+  j["rope_scaling"] = nullptr;
+  j["rope_theta"] = c.rope_theta;
+  j["sliding_window"] = nullptr;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["torch_dtype"] = dtype_string(c.dtype);
+  j["transformers_version"] = "4.51.0";
+  j["use_sliding_window"] = false;
+  return j;
+}
+
+json qwen3_moe_json(const ModelConfig& c) {
+  if (!every_layer_is_attention(c) || c.scoring != MoeScoring::Softmax || c.use_expert_bias ||
+      c.routed_scaling_factor != 1.0) {
+    fail(ErrorKind::Value, kOp, "qwen3_moe has attention in every layer, softmax routing, no expert bias and no "
+         "routed scaling");
+  }
+  json j = qwen3_family_json(c, "Qwen3MoeForCausalLM", "qwen3_moe");
+  put_qwen_moe_keys(j, c);
+  put_mlp_only_layers(j, c);
   if (c.intermediate_size > 0) j["intermediate_size"] = c.intermediate_size;
   return j;
 }
 
 json qwen3_json(const ModelConfig& c) {
-  if (std::any_of(c.mixers.begin(), c.mixers.end(), [](MixerKind m) { return m != MixerKind::Attention; }) ||
-      std::find(c.moe_layers.begin(), c.moe_layers.end(), true) != c.moe_layers.end()) {
+  if (!every_layer_is_attention(c) || std::find(c.moe_layers.begin(), c.moe_layers.end(), true) != c.moe_layers.end()) {
     fail(ErrorKind::Value, kOp, "qwen3 has attention and a dense SwiGLU in every layer");
   }
-  return {
-      {"architectures", {"Qwen3ForCausalLM"}},
-      {"attention_bias", false},
-      {"attention_dropout", 0.0},
-      {"head_dim", c.head_dim},
-      {"hidden_act", "silu"},
-      {"hidden_size", c.hidden_size},
-      {"initializer_range", 0.02},
-      {"intermediate_size", c.intermediate_size},
-      {"max_position_embeddings", c.max_position_embeddings},
-      {"max_window_layers", c.num_layers},
-      {"model_type", "qwen3"},
-      {"num_attention_heads", c.num_heads},
-      {"num_hidden_layers", c.num_layers},
-      {"num_key_value_heads", c.num_kv_heads},
-      {"rms_norm_eps", c.norm_eps},
-      {"rope_scaling", nullptr},
-      {"rope_theta", c.rope_theta},
-      {"sliding_window", nullptr},
-      {"tie_word_embeddings", c.tie_word_embeddings},
-      {"torch_dtype", dtype_string(c.dtype)},
-      {"transformers_version", "4.51.0"},
-      {"use_cache", true},
-      {"use_sliding_window", false},
-      {"vocab_size", c.vocab_size},
-  };
+  json j = qwen3_family_json(c, "Qwen3ForCausalLM", "qwen3");
+  j["intermediate_size"] = c.intermediate_size;
+  return j;
 }
 
 // The keys Qwen3-Next's config and Qwen3.5's text_config share.
@@ -157,32 +159,14 @@ json qwen_hybrid_text_json(const ModelConfig& c) {
          "and a shared expert", c.model_type);
   }
   const DeltaNetGeometry& d = c.delta_net;
-  json j = {
-      {"attention_bias", false},
-      {"attention_dropout", 0.0},
-      {"head_dim", c.head_dim},
-      {"hidden_act", "silu"},
-      {"hidden_size", c.hidden_size},
-      {"initializer_range", 0.02},
-      {"linear_conv_kernel_dim", d.conv_kernel},
-      {"linear_key_head_dim", d.key_head_dim},
-      {"linear_num_key_heads", d.num_key_heads},
-      {"linear_num_value_heads", d.num_value_heads},
-      {"linear_value_head_dim", d.value_head_dim},
-      {"max_position_embeddings", c.max_position_embeddings},
-      {"moe_intermediate_size", c.moe_intermediate_size},
-      {"num_attention_heads", c.num_heads},
-      {"num_experts", c.num_experts},
-      {"num_experts_per_tok", c.num_experts_per_tok},
-      {"num_hidden_layers", c.num_layers},
-      {"num_key_value_heads", c.num_kv_heads},
-      {"output_router_logits", false},
-      {"rms_norm_eps", c.norm_eps},
-      {"router_aux_loss_coef", 0.001},
-      {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
-      {"use_cache", true},
-      {"vocab_size", c.vocab_size},
-  };
+  json j = qwen_common_json(c);
+  put_qwen_moe_keys(j, c);
+  j["linear_conv_kernel_dim"] = d.conv_kernel;
+  j["linear_key_head_dim"] = d.key_head_dim;
+  j["linear_num_key_heads"] = d.num_key_heads;
+  j["linear_num_value_heads"] = d.num_value_heads;
+  j["linear_value_head_dim"] = d.value_head_dim;
+  j["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
   json layer_types = json::array();
   for (MixerKind m : c.mixers) layer_types.push_back(m == MixerKind::Attention ? "full_attention" : "linear_attention");
   j["layer_types"] = layer_types;
@@ -191,10 +175,7 @@ json qwen_hybrid_text_json(const ModelConfig& c) {
 
 json qwen3_next_json(const ModelConfig& c) {
   json j = qwen_hybrid_text_json(c);
-  json mlp_only = json::array();
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    if (!c.moe_layers[i]) mlp_only.push_back(i);
-  }
+  put_mlp_only_layers(j, c);
   // Qwen3-Next's own file: layer_types left out when full_attention_interval gives them.
   int64_t interval = 0;
   for (int64_t i = 0; i < c.num_layers && interval == 0; ++i) {
@@ -209,10 +190,7 @@ json qwen3_next_json(const ModelConfig& c) {
     j["full_attention_interval"] = interval;
   }
   j["architectures"] = {"Qwen3NextForCausalLM"};
-  j["decoder_sparse_step"] = 1;
-  j["mlp_only_layers"] = mlp_only;
   j["model_type"] = "qwen3_next";
-  j["norm_topk_prob"] = c.norm_topk_prob;
   j["partial_rotary_factor"] = static_cast<double>(c.rotary_dim) / static_cast<double>(c.head_dim);
   j["rope_scaling"] = nullptr;
   j["rope_theta"] = c.rope_theta;

@@ -61,6 +61,12 @@ void check_layer_plan(const ModelConfig& config);
 // hold tensors of the last layer the config counts: num_hidden_layers far beyond the
 // checkpoint is a Value error at once, not after loading every layer it does hold.
 void check_layers_present(const ModelConfig& config, const WeightLoader& loader);
+// The dense SwiGLU FFN under `prefix` ("model.layers.0.mlp.") from its three projections'
+// names ("gate_proj", "up_proj", "down_proj"), and the output head (tied to `embedding`
+// when the config says so); models/shared_weights.cpp.
+DenseFfn load_dense_ffn(const ModelConfig& config, WeightLoader& loader, const std::string& prefix,
+                        const std::string& gate, const std::string& up, const std::string& down);
+Linear load_lm_head(const ModelConfig& config, WeightLoader& loader, const Tensor& embedding);
 
 class DecoderModel final : public Model {
  public:

@@ -323,21 +323,10 @@ void append_repr(std::string& out, const Value& v, int depth) {
       out += tuple ? ')' : ']';
       return;
     }
-    case Value::Kind::Dict: {
-      out += '{';
-      bool first = true;
-      for (const auto& [k, val] : v.dict_data().items) {
-        if (!first) out += ", ";
-        first = false;
-        append_repr(out, k, depth + 1);
-        out += ": ";
-        append_repr(out, val, depth + 1);
-      }
-      out += '}';
-      return;
-    }
+    case Value::Kind::Dict:
     case Value::Kind::Namespace: {
-      out += "<Namespace {";
+      const bool ns = v.kind() == Value::Kind::Namespace;
+      out += ns ? "<Namespace {" : "{";
       bool first = true;
       for (const auto& [k, val] : v.dict_data().items) {
         if (!first) out += ", ";
@@ -346,7 +335,7 @@ void append_repr(std::string& out, const Value& v, int depth) {
         out += ": ";
         append_repr(out, val, depth + 1);
       }
-      out += "}>";
+      out += ns ? "}>" : "}";
       return;
     }
     case Value::Kind::Callable: out += "<function " + v.fn().name + ">"; return;

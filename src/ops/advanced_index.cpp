@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/index.h"
+#include "core/addable_dtype.h"
 #include "core/memory_overlap.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
@@ -239,10 +240,7 @@ Tensor index_put_(const Tensor& self, const IndexList& indices, const Tensor& va
              "Index put requires the source and destination dtypes match, got {} for the destination and {} for the "
              "source.",
              dtype_name(self.dtype()), dtype_name(values.dtype()));
-  KILN_CHECK_KIND(!accumulate || !is_fp8(self.dtype()), Type, op,
-                  "accumulate is not implemented for {} (fp8 is a storage format: convert to float32 or bfloat16 "
-                  "first)",
-                  dtype_name(self.dtype()));
+  if (accumulate) check_addable_dtype(self.dtype(), op, "accumulate is not implemented");
   check_no_internal_overlap(self, op);
   for (const std::optional<Tensor>& entry : indices) {
     if (entry && entry->defined()) check_no_overlap(self, *entry, op);

@@ -3,8 +3,10 @@
 // math (models.md §0), shared so each family's reference holds only what differs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -77,6 +79,36 @@ inline void rope(Vec& head, int64_t pos, int64_t rotary_dim, double theta) {
     head[i] = a * std::cos(angle) - b * std::sin(angle);
     head[i + half] = b * std::cos(angle) + a * std::sin(angle);
   }
+}
+
+// Causal grouped-query attention (§0.3) with q, k, v as [t][head][E]: for each token t,
+// every query head attends to tokens 0 .. t of its KV head (head / (Hq / Hk)) with
+// softmax(q . k / sqrt(E)). Returns [t][Hq * E], the heads side by side.
+inline std::vector<Vec> causal_attention(const std::vector<std::vector<Vec>>& q,
+                                         const std::vector<std::vector<Vec>>& k,
+                                         const std::vector<std::vector<Vec>>& v) {
+  const int64_t T = static_cast<int64_t>(q.size());
+  std::vector<Vec> out(T);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t Hq = static_cast<int64_t>(q[t].size()), Hk = static_cast<int64_t>(k[t].size());
+    const int64_t E = static_cast<int64_t>(q[t][0].size());
+    Vec concat(Hq * E, 0.0);
+    for (int64_t hh = 0; hh < Hq; ++hh) {
+      const int64_t kv = hh / (Hq / Hk);
+      Vec scores(t + 1);
+      double top = -INFINITY;
+      for (int64_t s = 0; s <= t; ++s) {
+        scores[s] = std::inner_product(q[t][hh].begin(), q[t][hh].end(), k[s][kv].begin(), 0.0) / std::sqrt(E);
+        top = std::max(top, scores[s]);
+      }
+      double total = 0.0;
+      for (double& sc : scores) total += sc = std::exp(sc - top);
+      for (int64_t s = 0; s <= t; ++s)
+        for (int64_t e = 0; e < E; ++e) concat[hh * E + e] += scores[s] / total * v[s][kv][e];
+    }
+    out[t] = std::move(concat);
+  }
+  return out;
 }
 
 // Rows of doubles as a float32 [rows, cols] tensor.

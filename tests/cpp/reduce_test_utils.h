@@ -60,6 +60,21 @@ inline std::vector<int64_t> to_int64s(const Tensor& t) {
   return std::vector<int64_t>(p, p + c.numel());
 }
 
+// Every value of t exactly (long double holds all int64 and uint64 values).
+inline std::vector<long double> exact_values(const Tensor& t) {
+  std::vector<long double> v;
+  v.reserve(static_cast<size_t>(t.numel()));
+  if (is_integral(t.dtype(), true)) {
+    for (int64_t i : to_int64s(t)) {
+      v.push_back(is_unsigned(t.dtype()) ? static_cast<long double>(static_cast<uint64_t>(i))
+                                         : static_cast<long double>(i));
+    }
+  } else {
+    for (double d : to_doubles(t)) v.push_back(d);
+  }
+  return v;
+}
+
 // Uniform values in [lo, hi], rounded to integers when `integral`.
 inline std::vector<double> random_values(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0,
                                          bool integral = false) {

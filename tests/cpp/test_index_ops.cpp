@@ -15,6 +15,7 @@
 #include "kiln/ops/index.h"
 #include "kiln/scalar_types.h"
 #include "kiln/thread_pool.h"
+#include "index_walk_test_util.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -46,21 +47,7 @@ std::string bytes_at(const Tensor& t, const Shape& index) {
   return std::string(p, t.element_size());
 }
 
-// Calls fn(index) for every multi-index of `shape`, row-major.
-template <typename F>
-void for_each_index(const Shape& shape, F&& fn) {
-  if (shape_numel(shape) == 0) return;
-  Shape index(shape.size(), 0);
-  while (true) {
-    fn(index);
-    int64_t d = static_cast<int64_t>(shape.size()) - 1;
-    for (; d >= 0; --d) {
-      if (++index[d] < shape[d]) break;
-      index[d] = 0;
-    }
-    if (d < 0) return;
-  }
-}
+using kiln::testing::for_each_index;
 
 Tensor index_tensor(const std::vector<int64_t>& v, DType dt = DType::Int64) {
   Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::Int64);

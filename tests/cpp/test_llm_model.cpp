@@ -86,24 +86,8 @@ class ReferenceModel {
         v[t].emplace_back(va.begin() + hh * E, va.begin() + (hh + 1) * E);
       }
     }
-    std::vector<Vec> out(T);
-    for (int64_t t = 0; t < T; ++t) {
-      Vec concat(Hq * E, 0.0);
-      for (int64_t hh = 0; hh < Hq; ++hh) {
-        const int64_t kv = hh / (Hq / Hk);
-        Vec scores(t + 1);
-        double top = -INFINITY;
-        for (int64_t s = 0; s <= t; ++s) {
-          scores[s] = std::inner_product(q[t][hh].begin(), q[t][hh].end(), k[s][kv].begin(), 0.0) / std::sqrt(E);
-          top = std::max(top, scores[s]);
-        }
-        double total = 0.0;
-        for (double& sc : scores) total += sc = std::exp(sc - top);
-        for (int64_t s = 0; s <= t; ++s)
-          for (int64_t e = 0; e < E; ++e) concat[hh * E + e] += scores[s] / total * v[s][kv][e];
-      }
-      out[t] = matvec(p + (lfm2_ ? "out_proj.weight" : "o_proj.weight"), concat);
-    }
+    std::vector<Vec> out = causal_attention(q, k, v);
+    for (Vec& row : out) row = matvec(p + (lfm2_ ? "out_proj.weight" : "o_proj.weight"), row);
     return out;
   }
 

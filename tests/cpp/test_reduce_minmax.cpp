@@ -22,21 +22,6 @@ enum class Op { AMax, AMin, MaxDim, MinDim, ArgMax, ArgMin };
 
 bool is_max(Op op) { return op == Op::AMax || op == Op::MaxDim || op == Op::ArgMax; }
 
-// Every value of t exactly (long double holds all int64 and uint64 values).
-std::vector<long double> exact_values(const Tensor& t) {
-  std::vector<long double> v;
-  v.reserve(static_cast<size_t>(t.numel()));
-  if (is_integral(t.dtype(), true)) {
-    for (int64_t i : to_int64s(t)) {
-      v.push_back(is_unsigned(t.dtype()) ? static_cast<long double>(static_cast<uint64_t>(i))
-                                         : static_cast<long double>(i));
-    }
-  } else {
-    for (double d : to_doubles(t)) v.push_back(d);
-  }
-  return v;
-}
-
 // Position (within the group) of the reference result: the first NaN, else the first
 // of the best values.
 int64_t reference_position(const std::vector<long double>& x, const std::vector<int64_t>& group, bool max) {

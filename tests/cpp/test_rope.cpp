@@ -21,11 +21,10 @@ using nn_test::for_each_target;
 using nn_test::from_doubles;
 using nn_test::near;
 using nn_test::random_sample;
+using nn_test::round_to;
 using nn_test::to_doubles;
 using nn_test::underflow_error;
 using nn_test::unit_roundoff;
-
-double round_to(double v, DType dtype) { return to_doubles(from_doubles({v}, {1}, dtype))[0]; }
 
 // HF's full-width tables for one position: emb = cat(freqs, freqs), cos/sin in float32,
 // cast to `dtype`. inv_freq[i] = 1 / theta^(2i/d) in float32 steps.

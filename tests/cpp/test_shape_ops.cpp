@@ -10,6 +10,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/shape.h"
+#include "index_walk_test_util.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -25,20 +26,7 @@ Tensor iota(const Shape& s, DType dt = DType::Float32, int64_t start = 0) {
 
 double get(const Tensor& t, const Shape& i) { return t.at(i).to_double(); }
 
-template <typename F>
-void for_each_index(const Shape& shape, F&& fn) {
-  if (shape_numel(shape) == 0) return;
-  Shape index(shape.size(), 0);
-  while (true) {
-    fn(index);
-    int64_t d = static_cast<int64_t>(shape.size()) - 1;
-    for (; d >= 0; --d) {
-      if (++index[d] < shape[d]) break;
-      index[d] = 0;
-    }
-    if (d < 0) return;
-  }
-}
+using kiln::testing::for_each_index;
 
 std::vector<int64_t> sizes_along(const std::vector<Tensor>& parts, int64_t dim) {
   std::vector<int64_t> out;

@@ -18,21 +18,6 @@ namespace {
 
 using namespace reduce_test;
 
-// Every value exactly (long double holds all int64 and uint64 values).
-std::vector<long double> exact_values(const Tensor& t) {
-  std::vector<long double> v;
-  v.reserve(static_cast<size_t>(t.numel()));
-  if (is_integral(t.dtype(), true)) {
-    for (int64_t i : to_int64s(t)) {
-      v.push_back(is_unsigned(t.dtype()) ? static_cast<long double>(static_cast<uint64_t>(i))
-                                         : static_cast<long double>(i));
-    }
-  } else {
-    for (double d : to_doubles(t)) v.push_back(d);
-  }
-  return v;
-}
-
 // PyTorch's order: NaN above every number.
 bool less(long double a, long double b) { return !std::isnan(a) && (std::isnan(b) || a < b); }
 

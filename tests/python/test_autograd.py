@@ -24,6 +24,25 @@ def leaf(*shape, seed=0, low=None, complex=False, transposed=False):
     return t.requires_grad_()
 
 
+def random_param(rng, *shape, scale):
+    return kiln.from_numpy((rng.standard_normal(shape) * scale).astype(np.float32)).clone().requires_grad_()
+
+
+def train_with_sgd(loss_fn, params, steps, lr):
+    """Plain SGD on ``params`` for ``steps`` steps; the loss before each step."""
+    losses = []
+    for _ in range(steps):
+        loss = loss_fn()
+        losses.append(loss.item())
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with kiln.no_grad():
+            for p in params:
+                p -= lr * p.grad
+    return losses
+
+
 def test_tensor_autograd_attributes():
     x = leaf(3)
     assert x.requires_grad and x.is_leaf and x.grad is None and x.grad_fn is None
@@ -229,11 +248,8 @@ def test_small_mlp_trains_with_sgd():
     x = kiln.from_numpy(inputs.astype(np.float32)).clone()
     y = kiln.from_numpy(labels.astype(np.int64)).clone()
 
-    def param(*shape, scale):
-        return kiln.from_numpy((rng.standard_normal(shape) * scale).astype(np.float32)).clone().requires_grad_()
-
-    w1, b1 = param(h, d, scale=0.5), param(h, scale=0.0)
-    w2, b2 = param(classes, h, scale=0.5), param(classes, scale=0.0)
+    w1, b1 = random_param(rng, h, d, scale=0.5), random_param(rng, h, scale=0.0)
+    w2, b2 = random_param(rng, classes, h, scale=0.5), random_param(rng, classes, scale=0.0)
     params = [w1, b1, w2, b2]
 
     def logits():
@@ -243,16 +259,7 @@ def test_small_mlp_trains_with_sgd():
     def loss_fn():
         return kiln.nn.functional.cross_entropy(logits(), y)
 
-    losses = []
-    for _ in range(60):
-        loss = loss_fn()
-        losses.append(loss.item())
-        for p in params:
-            p.grad = None
-        loss.backward()
-        with kiln.no_grad():
-            for p in params:
-                p -= 0.5 * p.grad
+    losses = train_with_sgd(loss_fn, params, steps=60, lr=0.5)
     assert losses[-1] < 0.25 * losses[0], losses
     with kiln.no_grad():
         predicted = kiln.argmax(logits(), 1).numpy()
@@ -328,25 +335,13 @@ def test_small_conv_net_trains_with_sgd():
     y = kiln.from_numpy(labels.astype(np.int64)).clone()
     F = kiln.nn.functional
 
-    def param(*shape, scale):
-        return kiln.from_numpy((rng.standard_normal(shape) * scale).astype(np.float32)).clone().requires_grad_()
-
-    conv_w, conv_b = param(4, 1, 3, 3, scale=0.3), param(4, scale=0.0)
-    head_w, head_b = param(2, 4 * 4 * 4, scale=0.1), param(2, scale=0.0)
+    conv_w, conv_b = random_param(rng, 4, 1, 3, 3, scale=0.3), random_param(rng, 4, scale=0.0)
+    head_w, head_b = random_param(rng, 2, 4 * 4 * 4, scale=0.1), random_param(rng, 2, scale=0.0)
     params = [conv_w, conv_b, head_w, head_b]
 
     def loss_fn():
         features = kiln.relu(F.conv2d(x, conv_w, conv_b)).reshape(n, -1)
         return F.cross_entropy(F.linear(features, head_w, head_b), y)
 
-    losses = []
-    for _ in range(40):
-        loss = loss_fn()
-        losses.append(loss.item())
-        for p in params:
-            p.grad = None
-        loss.backward()
-        with kiln.no_grad():
-            for p in params:
-                p -= 0.3 * p.grad
+    losses = train_with_sgd(loss_fn, params, steps=40, lr=0.3)
     assert losses[-1] < 0.3 * losses[0], losses

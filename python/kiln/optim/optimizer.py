@@ -5,7 +5,7 @@ import warnings
 from collections import defaultdict
 
 from .._kiln import Tensor
-from ..autograd import enable_grad
+from ..autograd import _zero_grad, enable_grad
 
 __all__ = ["Optimizer", "required"]
 
@@ -103,19 +103,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Drops (``set_to_none``) or zeroes the gradient of every parameter."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    g = p.grad
-                    if g.grad_fn is not None:
-                        g.detach_()
-                    else:
-                        g.requires_grad_(False)
-                    g.zero_()
+        _zero_grad((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def _closure_loss(self, closure):
         if closure is None:

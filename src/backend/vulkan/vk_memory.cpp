@@ -97,7 +97,8 @@ MemoryPool::MemoryPool(Context& ctx, Kind kind) : ctx_(ctx), kind_(kind), free_(
   // (downloads read it).
   const VkMemoryPropertyFlags required = kind == Kind::Device ? VkMemoryPropertyFlags{0} : host;
   const VkMemoryPropertyFlags preferred =
-      kind == Kind::Device ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT : host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+      kind == Kind::Device ? VkMemoryPropertyFlags{VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT}
+                           : host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
   int chosen = -1;
   for (int pass = 0; pass < 2 && chosen < 0; ++pass) {
     for (uint32_t i = 0; i < ctx.memory.memoryTypeCount; ++i) {

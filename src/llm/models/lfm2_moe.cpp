@@ -58,17 +58,12 @@ DecoderWeights load_lfm2_moe(const ModelConfig& c, WeightLoader& loader) {
       moe.routed_scaling_factor = c.routed_scaling_factor;
       layer.moe = std::move(moe);
     } else {
-      const int64_t width = c.intermediate_size;
-      layer.dense = DenseFfn{loader.linear(f + "w1.weight", width, hidden, LinearRole::Projection),
-                             loader.linear(f + "w3.weight", width, hidden, LinearRole::Projection),
-                             loader.linear(f + "w2.weight", hidden, width, LinearRole::Projection)};
+      layer.dense = load_dense_ffn(c, loader, f, "w1", "w3", "w2");
     }
     w.layers.push_back(std::move(layer));
   }
   w.final_norm = loader.small("model.embedding_norm.weight", {hidden});
-  w.lm_head = c.tie_word_embeddings
-                  ? loader.tied_lm_head(w.embedding)
-                  : loader.linear("lm_head.weight", c.vocab_size, hidden, LinearRole::LmHead);
+  w.lm_head = load_lm_head(c, loader, w.embedding);
   return w;
 }
 

@@ -89,17 +89,12 @@ DecoderWeights load_qwen3_hybrid(const ModelConfig& c, WeightLoader& loader) {
     if (c.moe_layers[i]) {
       layer.moe = load_moe(c, loader, p + "mlp.");
     } else {
-      const int64_t width = c.intermediate_size;
-      layer.dense = DenseFfn{loader.linear(p + "mlp.gate_proj.weight", width, hidden, LinearRole::Projection),
-                             loader.linear(p + "mlp.up_proj.weight", width, hidden, LinearRole::Projection),
-                             loader.linear(p + "mlp.down_proj.weight", hidden, width, LinearRole::Projection)};
+      layer.dense = load_dense_ffn(c, loader, p + "mlp.", "gate_proj", "up_proj", "down_proj");
     }
     w.layers.push_back(std::move(layer));
   }
   w.final_norm = loader.small(m + "norm.weight", {hidden});
-  w.lm_head = c.tie_word_embeddings
-                  ? loader.tied_lm_head(w.embedding)
-                  : loader.linear("lm_head.weight", c.vocab_size, hidden, LinearRole::LmHead);
+  w.lm_head = load_lm_head(c, loader, w.embedding);
   return w;
 }
 

@@ -8,7 +8,7 @@ from collections import OrderedDict, namedtuple
 
 from ... import _kiln
 from ..._kiln import Tensor
-from ...autograd import no_grad
+from ...autograd import _zero_grad, no_grad
 from ..parameter import Parameter
 
 __all__ = ["Module"]
@@ -355,18 +355,7 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         """Drops (``set_to_none``) or zeroes every parameter's gradient."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                g = p.grad
-                if g.grad_fn is not None:
-                    g.detach_()
-                else:
-                    g.requires_grad_(False)
-                g.zero_()
+        _zero_grad(self.parameters(), set_to_none)
 
     def apply(self, fn):
         """Calls ``fn`` on every descendant, then on this module (e.g. custom init)."""

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/conv/conv_kernels.h"
-#include "backend/cpu/conv/conv_pack.h"
+#include "backend/cpu/conv/conv_loops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -36,23 +36,14 @@ Plan plan_of(const ConvGeometry& g) {
 template <typename F>
 void for_each_row_tap(const ConvGeometry& g, F&& row) {
   for (int64_t od = 0; od < g.out[0]; ++od)
-    for (int64_t oh = 0; oh < g.out[1]; ++oh)
-      for (int64_t a = 0; a < g.kernel[0]; ++a) {
-        const int64_t id = od * g.stride[0] + a * g.dilation[0] - g.padding[0];
-        if (id < 0 || id >= g.in[0]) continue;
-        for (int64_t b = 0; b < g.kernel[1]; ++b) {
-          const int64_t ih = oh * g.stride[1] + b * g.dilation[1] - g.padding[1];
-          if (ih < 0 || ih >= g.in[1]) continue;
-          for (int64_t e = 0; e < g.kernel[2]; ++e) {
-            const int64_t off = e * g.dilation[2] - g.padding[2];
-            int64_t lo, hi;
-            conv::valid_range(0, g.out[2], g.stride[2], off, g.in[2], &lo, &hi);
-            if (lo < hi)
-              row((id * g.in[1] + ih) * g.in[2], (od * g.out[1] + oh) * g.out[2], (a * g.kernel[1] + b) * g.kernel[2] + e,
-                  lo, hi, off);
-          }
-        }
-      }
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      const int64_t out_row = (od * g.out[1] + oh) * g.out[2];
+      conv::for_each_input_row(g, od, oh, [&](int64_t in_row, int64_t tap0) {
+        conv::for_each_column_tap(g, [&](int64_t e, int64_t off, int64_t lo, int64_t hi) {
+          row(in_row * g.in[2], out_row, tap0 + e, lo, hi, off);
+        });
+      });
+    }
 }
 
 template <typename T>
@@ -161,18 +152,15 @@ void weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& args) {
 bool is_depthwise_direct(const ConvGeometry& g) { return g.groups > 1 && g.groups == g.in_channels; }
 
 void conv_depthwise_forward(const ExecutionContext& ctx, const ConvForwardArgs& a) {
-  if (a.g.dtype == DType::Float64) return forward<double>(ctx, a);
-  forward<float>(ctx, a);
+  conv::by_dtype(ctx, a, forward<float>, forward<double>);
 }
 
 void conv_depthwise_input_grad(const ExecutionContext& ctx, const ConvInputGradArgs& a) {
-  if (a.g.dtype == DType::Float64) return input_grad<double>(ctx, a);
-  input_grad<float>(ctx, a);
+  conv::by_dtype(ctx, a, input_grad<float>, input_grad<double>);
 }
 
 void conv_depthwise_weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& a) {
-  if (a.g.dtype == DType::Float64) return weight_grad<double>(ctx, a);
-  weight_grad<float>(ctx, a);
+  conv::by_dtype(ctx, a, weight_grad<float>, weight_grad<double>);
 }
 
 void conv_forward_cpu(const ExecutionContext& ctx, const ConvForwardArgs& a) {

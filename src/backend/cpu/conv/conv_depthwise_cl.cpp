@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/conv/conv_kernels.h"
-#include "backend/cpu/conv/conv_pack.h"
+#include "backend/cpu/conv/conv_loops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -45,21 +45,6 @@ inline void madd_channels(T* acc, const T* wv, const T* src, int64_t C, int64_t 
     for (int64_t j = 0; j < m; ++j) acc[c * m + j] += wv[c * m + j] * src[c];
 }
 
-// Calls f(output row index, input row index, tap base (a, b)) for the taps of the
-// leading two dims that put output row (od, oh) on an input row.
-template <typename F>
-void for_each_input_row(const ConvGeometry& g, int64_t od, int64_t oh, F&& f) {
-  for (int64_t a = 0; a < g.kernel[0]; ++a) {
-    const int64_t id = od * g.stride[0] + a * g.dilation[0] - g.padding[0];
-    if (id < 0 || id >= g.in[0]) continue;
-    for (int64_t b = 0; b < g.kernel[1]; ++b) {
-      const int64_t ih = oh * g.stride[1] + b * g.dilation[1] - g.padding[1];
-      if (ih < 0 || ih >= g.in[1]) continue;
-      f(id * g.in[1] + ih, (a * g.kernel[1] + b) * g.kernel[2]);
-    }
-  }
-}
-
 template <typename T>
 void forward(const ExecutionContext& ctx, const ConvForwardArgs& args) {
   const ConvGeometry& g = args.g;
@@ -81,15 +66,12 @@ void forward(const ExecutionContext& ctx, const ConvForwardArgs& args) {
           std::fill(yp, yp + O, T(0));
         }
       }
-      for_each_input_row(g, od, oh, [&](int64_t in_row, int64_t tap0) {
+      conv::for_each_input_row(g, od, oh, [&](int64_t in_row, int64_t tap0) {
         const T* xrow = x + (n * g.in[0] * g.in[1] + in_row) * g.in[2] * C;
-        for (int64_t e = 0; e < g.kernel[2]; ++e) {
-          const int64_t off = e * g.dilation[2] - g.padding[2];
-          int64_t lo, hi;
-          conv::valid_range(0, g.out[2], g.stride[2], off, g.in[2], &lo, &hi);
+        conv::for_each_column_tap(g, [&](int64_t e, int64_t off, int64_t lo, int64_t hi) {
           const T* wv = wt.data() + (tap0 + e) * O;
           for (int64_t ow = lo; ow < hi; ++ow) madd_channels(yrow + ow * O, wv, xrow + (ow * g.stride[2] + off) * C, C, m);
-        }
+        });
       });
     }
   });
@@ -149,28 +131,23 @@ void weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& args) {
     std::fill(gw, gw + O * taps, T(0));
     return;
   }
-  const int64_t chunks = std::min<int64_t>(ctx.num_threads(), tasks);
-  std::vector<T> partial(static_cast<size_t>(chunks * taps * O), T(0));  // per chunk [taps, O]
-  ctx.pool().parallel_for(chunks, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      T* acc = partial.data() + chunk * taps * O;
-      for (int64_t t = tasks * chunk / chunks; t < tasks * (chunk + 1) / chunks; ++t) {
-        const int64_t n = t / rows, row = t % rows, od = row / g.out[1], oh = row % g.out[1];
-        const T* gyrow = gy + t * g.out[2] * O;
-        for_each_input_row(g, od, oh, [&](int64_t in_row, int64_t tap0) {
-          const T* xrow = x + (n * g.in[0] * g.in[1] + in_row) * g.in[2] * C;
-          for (int64_t e = 0; e < g.kernel[2]; ++e) {
-            const int64_t off = e * g.dilation[2] - g.padding[2];
-            int64_t lo, hi;
-            conv::valid_range(0, g.out[2], g.stride[2], off, g.in[2], &lo, &hi);
-            T* a = acc + (tap0 + e) * O;
-            for (int64_t ow = lo; ow < hi; ++ow)
-              madd_channels(a, gyrow + ow * O, xrow + (ow * g.stride[2] + off) * C, C, m);
-          }
-        });
-      }
-    }
-  });
+  int64_t chunks = 0;
+  // Per chunk [taps, O].
+  const std::vector<T> partial =
+      conv::chunked_partials<T>(ctx, tasks, taps * O, &chunks, [&](int64_t t_begin, int64_t t_end, T* acc) {
+        for (int64_t t = t_begin; t < t_end; ++t) {
+          const int64_t n = t / rows, row = t % rows, od = row / g.out[1], oh = row % g.out[1];
+          const T* gyrow = gy + t * g.out[2] * O;
+          conv::for_each_input_row(g, od, oh, [&](int64_t in_row, int64_t tap0) {
+            const T* xrow = x + (n * g.in[0] * g.in[1] + in_row) * g.in[2] * C;
+            conv::for_each_column_tap(g, [&](int64_t e, int64_t off, int64_t lo, int64_t hi) {
+              T* a = acc + (tap0 + e) * O;
+              for (int64_t ow = lo; ow < hi; ++ow)
+                madd_channels(a, gyrow + ow * O, xrow + (ow * g.stride[2] + off) * C, C, m);
+            });
+          });
+        }
+      });
   for (int64_t o = 0; o < O; ++o)
     for (int64_t k = 0; k < taps; ++k) {
       T sum = 0;
@@ -182,18 +159,15 @@ void weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& args) {
 }  // namespace
 
 void conv_depthwise_cl_forward(const ExecutionContext& ctx, const ConvForwardArgs& a) {
-  if (a.g.dtype == DType::Float64) return forward<double>(ctx, a);
-  forward<float>(ctx, a);
+  conv::by_dtype(ctx, a, forward<float>, forward<double>);
 }
 
 void conv_depthwise_cl_input_grad(const ExecutionContext& ctx, const ConvInputGradArgs& a) {
-  if (a.g.dtype == DType::Float64) return input_grad<double>(ctx, a);
-  input_grad<float>(ctx, a);
+  conv::by_dtype(ctx, a, input_grad<float>, input_grad<double>);
 }
 
 void conv_depthwise_cl_weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& a) {
-  if (a.g.dtype == DType::Float64) return weight_grad<double>(ctx, a);
-  weight_grad<float>(ctx, a);
+  conv::by_dtype(ctx, a, weight_grad<float>, weight_grad<double>);
 }
 
 }  // namespace kiln::cpu

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backend/cpu/conv/conv_kernels.h"
-#include "backend/cpu/conv/conv_pack.h"
+#include "backend/cpu/conv/conv_loops.h"
 #include "backend/cpu/matmul/blas.h"
 #include "kiln/int_math.h"
 
@@ -175,31 +175,27 @@ void weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& a) {
     std::fill(gw, gw + weight_numel, T(0));
     return;
   }
-  // One partial per chunk of tasks (not per thread), so the final sum has a fixed order.
-  const int64_t chunks = std::min<int64_t>(ctx.num_threads(), tasks);
-  std::vector<T> partial(static_cast<size_t>(chunks * weight_numel), T(0));
-  ctx.pool().parallel_for(chunks, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
-    T* cols = windows_are_identity(g) ? nullptr : ctx.scratch_of<T>(0, s.K * tile);
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      T* acc = partial.data() + chunk * weight_numel;
-      for (int64_t t = tasks * chunk / chunks; t < tasks * (chunk + 1) / chunks; ++t) {
-        const int64_t n = t / tiles, q0 = (t % tiles) * tile, qn = std::min(tile, P - q0);
-        for (int64_t grp = 0; grp < g.groups; ++grp) {
-          const Operand<T> win = forward_windows(g, s, taps, x, n, grp, q0, qn, cols);
-          T* accg = acc + grp * s.Og * s.K;
-          if (!g.channels_last) {
-            const T* gyt = gy + (n * O + grp * s.Og) * P + q0;  // [Og, qn]
-            blas::gemm(false, true, as_int(s.Og), as_int(s.K), as_int(qn), gyt, as_int(P), win.data, as_int(win.ld),
-                       T(1), accg, as_int(s.K));
-          } else {
-            const T* gyt = gy + (n * P + q0) * O + grp * s.Og;  // [qn, Og]
-            blas::gemm(true, false, as_int(s.Og), as_int(s.K), as_int(qn), gyt, as_int(O), win.data, as_int(win.ld),
-                       T(1), accg, as_int(s.K));
+  int64_t chunks = 0;
+  const std::vector<T> partial =
+      conv::chunked_partials<T>(ctx, tasks, weight_numel, &chunks, [&](int64_t t_begin, int64_t t_end, T* acc) {
+        T* cols = windows_are_identity(g) ? nullptr : ctx.scratch_of<T>(0, s.K * tile);
+        for (int64_t t = t_begin; t < t_end; ++t) {
+          const int64_t n = t / tiles, q0 = (t % tiles) * tile, qn = std::min(tile, P - q0);
+          for (int64_t grp = 0; grp < g.groups; ++grp) {
+            const Operand<T> win = forward_windows(g, s, taps, x, n, grp, q0, qn, cols);
+            T* accg = acc + grp * s.Og * s.K;
+            if (!g.channels_last) {
+              const T* gyt = gy + (n * O + grp * s.Og) * P + q0;  // [Og, qn]
+              blas::gemm(false, true, as_int(s.Og), as_int(s.K), as_int(qn), gyt, as_int(P), win.data,
+                         as_int(win.ld), T(1), accg, as_int(s.K));
+            } else {
+              const T* gyt = gy + (n * P + q0) * O + grp * s.Og;  // [qn, Og]
+              blas::gemm(true, false, as_int(s.Og), as_int(s.K), as_int(qn), gyt, as_int(O), win.data,
+                         as_int(win.ld), T(1), accg, as_int(s.K));
+            }
           }
         }
-      }
-    }
-  });
+      });
   std::copy(partial.begin(), partial.begin() + weight_numel, gw);
   for (int64_t chunk = 1; chunk < chunks; ++chunk) {
     const T* p = partial.data() + chunk * weight_numel;
@@ -213,8 +209,8 @@ struct Phase {
   int64_t r[3];
   Dims3 grid;
   std::vector<Tap> taps;
-  int64_t weight_offset;  // of its packed weight block within a group's block
-  int64_t tile, tiles;
+  int64_t weight_offset = 0;  // of its packed weight block within a group's block
+  int64_t tile = 0, tiles = 0;
 };
 
 std::vector<Phase> input_phases(const ConvGeometry& g) {
@@ -358,20 +354,17 @@ void input_grad(const ExecutionContext& ctx, const ConvInputGradArgs& a) {
 
 void conv_gemm_forward(const ExecutionContext& ctx, const ConvForwardArgs& a) {
   ensure_blas_single_threaded();
-  if (a.g.dtype == DType::Float64) return forward<double>(ctx, a);
-  forward<float>(ctx, a);
+  conv::by_dtype(ctx, a, forward<float>, forward<double>);
 }
 
 void conv_gemm_input_grad(const ExecutionContext& ctx, const ConvInputGradArgs& a) {
   ensure_blas_single_threaded();
-  if (a.g.dtype == DType::Float64) return input_grad<double>(ctx, a);
-  input_grad<float>(ctx, a);
+  conv::by_dtype(ctx, a, input_grad<float>, input_grad<double>);
 }
 
 void conv_gemm_weight_grad(const ExecutionContext& ctx, const ConvWeightGradArgs& a) {
   ensure_blas_single_threaded();
-  if (a.g.dtype == DType::Float64) return weight_grad<double>(ctx, a);
-  weight_grad<float>(ctx, a);
+  conv::by_dtype(ctx, a, weight_grad<float>, weight_grad<double>);
 }
 
 }  // namespace kiln::cpu

@@ -8,22 +8,11 @@
 
 #include "backend/cpu/elementwise/elementwise_kernels.h"
 #include "backend/cpu/elementwise/elementwise_simd-inl.h"
+#include "backend/cpu/elementwise/stateless_unary_op.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
 namespace {
-
-// A stateless op computing `expr` from the vector x (tag d).
-#define KILN_STATELESS_UNARY_OP(Name, expr)     \
-  template <class D>                            \
-  struct Name {                                 \
-    D d;                                        \
-    Name(D tag, const KernelArgs&) : d(tag) {}  \
-    template <class V>                          \
-    HWY_INLINE V operator()(V x) const {        \
-      return expr;                              \
-    }                                           \
-  };
 
 KILN_STATELESS_UNARY_OP(AbsOp, hn::Abs(x))
 KILN_STATELESS_UNARY_OP(NegOp, hn::Neg(x))
@@ -43,8 +32,6 @@ KILN_STATELESS_UNARY_OP(FloorOp, FloorOf(d, x))
 KILN_STATELESS_UNARY_OP(CeilOp, CeilOf(d, x))
 KILN_STATELESS_UNARY_OP(RoundOp, RoundHalfEven(d, x))
 KILN_STATELESS_UNARY_OP(TruncOp, TruncOf(d, x))
-
-#undef KILN_STATELESS_UNARY_OP
 
 }  // namespace
 

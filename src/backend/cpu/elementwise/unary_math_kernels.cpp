@@ -10,6 +10,7 @@
 #include "backend/cpu/elementwise/elementwise_kernels.h"
 #include "backend/cpu/elementwise/elementwise_math-inl.h"
 #include "backend/cpu/elementwise/elementwise_simd-inl.h"
+#include "backend/cpu/elementwise/stateless_unary_op.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
@@ -90,17 +91,6 @@ HWY_INLINE V GeluOf(D d, V x) {
   return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), negative, positive);
 }
 
-#define KILN_STATELESS_UNARY_OP(Name, expr)     \
-  template <class D>                            \
-  struct Name {                                 \
-    D d;                                        \
-    Name(D tag, const KernelArgs&) : d(tag) {}  \
-    template <class V>                          \
-    HWY_INLINE V operator()(V x) const {        \
-      return expr;                              \
-    }                                           \
-  };
-
 KILN_STATELESS_UNARY_OP(ExpOp, ExpAll(d, x))
 KILN_STATELESS_UNARY_OP(Exp2Op, Exp2All(d, x))
 KILN_STATELESS_UNARY_OP(Expm1Op, Expm1All(d, x))
@@ -123,8 +113,6 @@ KILN_STATELESS_UNARY_OP(SigmoidOp, SigmoidOf(d, x))
 // x * sigmoid(x): silu(-inf) is -inf * 0 = NaN, as PyTorch's x / (1 + e^-x).
 KILN_STATELESS_UNARY_OP(SiluOp, hn::Mul(x, SigmoidOf(d, x)))
 KILN_STATELESS_UNARY_OP(GeluOp, hn::IfThenElse(hn::IsNaN(x), x, GeluOf(d, hn::IfThenZeroElse(hn::IsNaN(x), x))))
-
-#undef KILN_STATELESS_UNARY_OP
 
 // gelu(approximate="tanh"): PyTorch's 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
 // evaluated as the equal x * sigmoid(2u), which does not cancel for negative x.

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/addable_dtype.h"
 #include "kiln/dtype.h"
 #include "kiln/scalar.h"
 #include "kiln/scalar_types.h"
@@ -60,7 +61,8 @@ struct TypeTag {
 };
 
 // Calls visit(TypeTag<T>{}) with the C++ type of an addable dtype and returns its result;
-// returns `none` for fp8 (a storage format with no arithmetic here).
+// returns `none` for fp8 (a storage format with no arithmetic here; callers refuse it
+// first with check_addable_dtype).
 template <typename R, typename Visit>
 R visit_addable_dtype(DType dt, R none, Visit&& visit) {
   switch (dt) {

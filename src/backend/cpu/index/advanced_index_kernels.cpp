@@ -11,6 +11,7 @@
 
 #include "backend/cpu/index/accumulate.h"
 #include "backend/cpu/index/index_kernels.h"
+#include "backend/cpu/index/index_loops.h"
 #include "backend/elementwise.h"
 #include "kiln/error.h"
 
@@ -190,88 +191,54 @@ Tensor nonzero_impl(ThreadPool& pool, const Tensor& input) {
   const int64_t numel = walk.numel;
   const auto mask = nonzero_bits<kElem>(input.dtype());
   if (numel == 0) return Tensor::empty({0, ndim}, DType::Int64);
-  // Two passes over fixed chunks, as masked_select: count each chunk's nonzeros, then
-  // write each chunk's coordinates at its prefix-sum row, keeping row-major order.
-  const int64_t chunks = std::clamp<int64_t>(numel / kAdvancedGrain, 1, int64_t{pool.num_threads()} * 4);
-  auto chunk_begin = [&](int64_t c) { return numel / chunks * c + std::min(c, numel % chunks); };
-  std::vector<int64_t> rows(static_cast<size_t>(chunks) + 1, 0);
-  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      int64_t count = 0;
-      walk.for_each(chunk_begin(c), chunk_begin(c + 1), [&](char* const* p) { count += is_nonzero<kElem>(p[0], mask); });
-      rows[static_cast<size_t>(c) + 1] = count;
-    }
+  // One output row per nonzero, in row-major order (as masked_select).
+  OrderedChunks chunks(pool, numel, kAdvancedGrain);
+  const int64_t rows = chunks.count([&](int64_t begin, int64_t end) {
+    int64_t count = 0;
+    walk.for_each(begin, end, [&](char* const* p) { count += is_nonzero<kElem>(p[0], mask); });
+    return count;
   });
-  for (int64_t c = 0; c < chunks; ++c) rows[static_cast<size_t>(c) + 1] += rows[static_cast<size_t>(c)];
-  Tensor out = Tensor::empty({rows.back(), ndim}, DType::Int64);
+  Tensor out = Tensor::empty({rows, ndim}, DType::Int64);
   int64_t* coords = out.data<int64_t>();
-  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      int64_t* dst = coords + rows[static_cast<size_t>(c)] * ndim;
-      int64_t flat = chunk_begin(c);
-      walk.for_each(flat, chunk_begin(c + 1), [&](char* const* p) {
-        if (is_nonzero<kElem>(p[0], mask)) {
-          int64_t rem = flat;
-          for (int64_t d = ndim - 1; d >= 0; --d) {
-            dst[d] = rem % walk.sizes[d];
-            rem /= walk.sizes[d];
-          }
-          dst += ndim;
+  chunks.write([&](int64_t begin, int64_t end, int64_t first) {
+    int64_t* dst = coords + first * ndim;
+    int64_t flat = begin;
+    walk.for_each(begin, end, [&](char* const* p) {
+      if (is_nonzero<kElem>(p[0], mask)) {
+        int64_t rem = flat;
+        for (int64_t d = ndim - 1; d >= 0; --d) {
+          dst[d] = rem % walk.sizes[d];
+          rem /= walk.sizes[d];
         }
-        ++flat;
-      });
-    }
+        dst += ndim;
+      }
+      ++flat;
+    });
   });
   return out;
 }
 
-template <template <size_t> typename Fn, typename... Args>
-auto by_element_size(size_t elem, const char* op, Args&&... args) {
-  switch (elem) {
-    case 1: return Fn<1>::run(std::forward<Args>(args)...);
-    case 2: return Fn<2>::run(std::forward<Args>(args)...);
-    case 4: return Fn<4>::run(std::forward<Args>(args)...);
-    case 8: return Fn<8>::run(std::forward<Args>(args)...);
-    case 16: return Fn<16>::run(std::forward<Args>(args)...);
-  }
-  fail(ErrorKind::Type, op, "unsupported element size {}", elem);
-}
-
-template <size_t kElem>
-struct GatherBySize {
-  static void run(ThreadPool& pool, const backend::IndexGatherProblem& p) { index_gather_impl<kElem>(pool, p); }
-};
-template <size_t kElem>
-struct PutBySize {
-  static void run(const backend::IndexPutProblem& p) { index_put_copy<kElem>(p); }
-};
-template <size_t kElem>
-struct NonzeroBySize {
-  static Tensor run(ThreadPool& pool, const Tensor& input) { return nonzero_impl<kElem>(pool, input); }
-};
-
 }  // namespace
 
 Tensor nonzero(ThreadPool& pool, const Tensor& input) {
-  return by_element_size<NonzeroBySize>(input.element_size(), "nonzero", pool, input);
+  return with_element_size(input.element_size(), "nonzero",
+                           [&](auto elem) { return nonzero_impl<decltype(elem)::value>(pool, input); });
 }
 
 void index_gather(ThreadPool& pool, const backend::IndexGatherProblem& p) {
-  by_element_size<GatherBySize>(p.out.element_size(), "index", pool, p);
+  with_element_size(p.out.element_size(), "index", [&](auto elem) { index_gather_impl<decltype(elem)::value>(pool, p); });
 }
 
 void index_put(const backend::IndexPutProblem& p) {
   const DType dt = p.where.base.dtype();
-  if (!p.accumulate) return by_element_size<PutBySize>(p.where.base.element_size(), "index_put_", p);
+  if (!p.accumulate) {
+    return with_element_size(p.where.base.element_size(), "index_put_", [&](auto elem) { index_put_copy<decltype(elem)::value>(p); });
+  }
+  check_addable_dtype(dt, "index_put_", "accumulate is not implemented");
   using PutFn = void (*)(const backend::IndexPutProblem&);
-  const PutFn fn = visit_addable_dtype<PutFn>(dt, nullptr, [](auto tag) -> PutFn {
+  visit_addable_dtype<PutFn>(dt, nullptr, [](auto tag) -> PutFn {
     return &index_put_accumulate<typename decltype(tag)::type>;
-  });
-  KILN_CHECK_KIND(fn != nullptr, Type, "index_put_",
-                  "accumulate is not implemented for {} (fp8 is a storage format: convert to float32 or bfloat16 "
-                  "first)",
-                  dtype_name(dt));
-  fn(p);
+  })(p);
 }
 
 }  // namespace kiln::cpu

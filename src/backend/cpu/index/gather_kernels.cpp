@@ -5,6 +5,7 @@
 
 #include "backend/cpu/common/element_copy.h"
 #include "backend/cpu/index/index_kernels.h"
+#include "backend/cpu/index/index_loops.h"
 #include "backend/cpu/common/loops.h"
 #include "kiln/error.h"
 
@@ -94,14 +95,8 @@ void gather_impl(ThreadPool& pool, const Tensor& out, const Tensor& input, int64
 
 template <typename Index>
 void gather_by_size(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) {
-  switch (input.element_size()) {
-    case 1: return gather_impl<1, Index>(pool, out, input, dim, index);
-    case 2: return gather_impl<2, Index>(pool, out, input, dim, index);
-    case 4: return gather_impl<4, Index>(pool, out, input, dim, index);
-    case 8: return gather_impl<8, Index>(pool, out, input, dim, index);
-    case 16: return gather_impl<16, Index>(pool, out, input, dim, index);
-  }
-  fail(ErrorKind::Type, "gather", "unsupported element size {}", input.element_size());
+  with_element_size(input.element_size(), "gather",
+                    [&](auto elem) { gather_impl<decltype(elem)::value, Index>(pool, out, input, dim, index); });
 }
 
 }  // namespace
@@ -122,14 +117,8 @@ std::vector<int64_t> index_values(const Tensor& index) {
 
 void index_select_rows(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim,
                        const std::vector<int64_t>& rows) {
-  switch (input.element_size()) {
-    case 1: return index_select_impl<1>(pool, out, input, dim, rows);
-    case 2: return index_select_impl<2>(pool, out, input, dim, rows);
-    case 4: return index_select_impl<4>(pool, out, input, dim, rows);
-    case 8: return index_select_impl<8>(pool, out, input, dim, rows);
-    case 16: return index_select_impl<16>(pool, out, input, dim, rows);
-  }
-  fail(ErrorKind::Type, "index_select", "unsupported element size {}", input.element_size());
+  with_element_size(input.element_size(), "index_select",
+                    [&](auto elem) { index_select_impl<decltype(elem)::value>(pool, out, input, dim, rows); });
 }
 
 void gather(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) {

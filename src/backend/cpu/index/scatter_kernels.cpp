@@ -95,9 +95,8 @@ ScatterFn scatter_fn(DType dt) {
 
 void scatter_add(ThreadPool& pool, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                  const Scalar& alpha) {
+  check_addable_dtype(self.dtype(), "scatter_add");
   ScatterFn fn = index.dtype() == DType::Int64 ? scatter_fn<int64_t>(self.dtype()) : scatter_fn<int32_t>(self.dtype());
-  KILN_CHECK_KIND(fn != nullptr, Type, "scatter_add", "not implemented for {} (fp8 is a storage format: convert to "
-                  "float32 or bfloat16 first)", dtype_name(self.dtype()));
   fn(pool, self, dim, index, src, alpha);
 }
 

@@ -2,6 +2,7 @@
 // (the dtype does not matter to a copy), with PyTorch's index check and wrapping.
 #include <cstring>
 
+#include "backend/cpu/index/index_loops.h"
 #include "backend/cpu/index_extra/index_extra_kernels.h"
 #include "kiln/error.h"
 #include "kiln/thread_pool.h"
@@ -25,14 +26,7 @@ void copy_element(void* dst, const void* src) {
 using CopyFn = void (*)(void*, const void*);
 
 CopyFn copier(size_t itemsize) {
-  switch (itemsize) {
-    case 1: return &copy_element<1>;
-    case 2: return &copy_element<2>;
-    case 4: return &copy_element<4>;
-    case 8: return &copy_element<8>;
-    case 16: return &copy_element<16>;
-    default: fail(ErrorKind::Runtime, "take", "no element copy for items of {} bytes", itemsize);
-  }
+  return with_element_size(itemsize, "take", [](auto elem) -> CopyFn { return &copy_element<decltype(elem)::value>; });
 }
 
 }  // namespace

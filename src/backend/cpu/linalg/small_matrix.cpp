@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/linalg/isa_clones.h"
 #include "backend/cpu/linalg/linalg_common.h"
 #include "backend/cpu/linalg/linalg_kernels.h"
 #include "backend/cpu/linalg/small_lu.h"
@@ -167,35 +168,10 @@ template <typename T, int N>
   }
 }
 
-// Compiled for AVX2 and AVX-512 too and picked once at run time, as the triangular
-// solve's panels (the build's baseline gives the lane loops 4 float lanes). Without FMA
-// contraction every target computes the same values.
-using GroupFn = void (*)(const SmallMatrixProblem& p, int64_t begin, int64_t end);
-
-template <typename T, int N>
-void groups_baseline(const SmallMatrixProblem& p, int64_t begin, int64_t end) {
-  process_groups<T, N>(p, begin, end);
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-template <typename T, int N>
-__attribute__((target("avx2"))) void groups_avx2(const SmallMatrixProblem& p, int64_t begin, int64_t end) {
-  process_groups<T, N>(p, begin, end);
-}
-template <typename T, int N>
-__attribute__((target("avx512f"))) void groups_avx512(const SmallMatrixProblem& p, int64_t begin, int64_t end) {
-  process_groups<T, N>(p, begin, end);
-}
-#endif
-
+// The lane loops compiled for AVX2 and AVX-512 too, picked once at run time.
 template <typename T, int N>
 void small_matrix_typed(const ExecutionContext& ctx, const SmallMatrixProblem& p) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const GroupFn run = __builtin_cpu_supports("avx512f") ? &groups_avx512<T, N>
-                             : __builtin_cpu_supports("avx2")  ? &groups_avx2<T, N>
-                                                               : &groups_baseline<T, N>;
-#else
-  const GroupFn run = &groups_baseline<T, N>;
-#endif
+  const auto run = IsaClones<&process_groups<T, N>>::best();
   const int64_t groups = ceil_div(p.batch, int64_t{kLanes});
   ctx.pool().parallel_for(groups, 64, [&](int64_t begin, int64_t end) { run(p, begin, end); });
 }
