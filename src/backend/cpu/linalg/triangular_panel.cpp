@@ -151,6 +151,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kiln::cpu::linalg {
 
+int64_t triangular_panel_simd_targets() { return HWY_TARGETS; }
+
 HWY_EXPORT(PanelLanesF32);
 HWY_EXPORT(PanelLanesF64);
 HWY_EXPORT(SolveLowerF32);

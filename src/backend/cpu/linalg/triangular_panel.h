@@ -11,6 +11,9 @@ namespace kiln::cpu::linalg {
 // CPU's widest vector (16 floats on AVX-512); double, two of those per row.
 enum class PanelWidth { kNarrow = 0, kWide = 1, kDouble = 2 };
 
+// The Highway targets the kernel is compiled for (HWY_* bits; tests pin each in turn).
+int64_t triangular_panel_simd_targets();
+
 int64_t panel_lanes(PanelWidth width, float);
 int64_t panel_lanes(PanelWidth width, double);
 
