@@ -5,11 +5,15 @@
 // substitution reference.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "backend/cpu/linalg/linalg_kernels.h"
+#include "backend/cpu/linalg/triangular_panel.h"
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/linalg.h"
 #include "linalg_test_util.h"
+#include "simd_targets.h"
 
 using namespace kiln;
 using namespace kiln::linalg_test;
@@ -84,6 +88,40 @@ TEST(LinalgTriangularPanel, StridedAndBroadcastOperands) {
       }
     }
   }
+}
+
+// The kernel reads row-major blocks with row strides 16, 32 and 64 in place (compiled-in
+// strides, walked backwards for upper solves), including an n x n block at the top left
+// of a larger matrix whose other entries are NaN: a read outside the block's triangle
+// shows up as NaN. Orders cover full row blocks and every remainder (blocks of 8, 4,
+// 2, 1); right solves read the block transposed, which the caller packs. Run on every
+// SIMD target the kernel was compiled for and this CPU has (16-row blocks on AVX-512,
+// 8 on AVX2 and below; narrow, wide and double panels differ per target).
+TEST(LinalgTriangularPanel, InPlaceSubBlocksOfStride16_32_64OnEveryTarget) {
+  simd_targets::for_each(cpu::linalg::triangular_panel_simd_targets(), [] {
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      for (int64_t stride : {16, 32, 64}) {
+        for (int64_t n : {1, 3, 13, 16, 20, 32, 47, 63, 64}) {
+          if (n > stride) continue;
+          for (int64_t k : {1, 8, 9, 17, 33}) {
+            for (int flags = 0; flags < 8; ++flags) {
+              const bool upper = flags & 1, left = flags & 2, unit = flags & 4;
+              const int64_t batch = 3;
+              const Tensor T = triangle(batch, n, dt, upper, unit, 900 + n);
+              Tensor parent = full({batch, stride, stride}, Scalar(std::numeric_limits<double>::quiet_NaN()), dt);
+              Tensor block = parent.slice(1, 0, n).slice(2, 0, n);
+              block.copy_(T);
+              ASSERT_EQ(block.stride(1), stride);
+              const int64_t rows = left ? n : k, cols = left ? k : n;
+              const Tensor B = random_tensor({batch, rows, cols}, dt, 1000 + k);
+              const Tensor X = linalg::solve_triangular(block, B, upper, left, unit);
+              expect_solves(T, B, X, batch, n, rows, cols, upper, left, unit, dt);
+            }
+          }
+        }
+      }
+    }
+  });
 }
 
 // The kernel entry itself with a column stride on X of 3 and A read through a row

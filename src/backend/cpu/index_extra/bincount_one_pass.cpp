@@ -26,6 +26,11 @@ namespace {
 constexpr int64_t kGrain = 1 << 16;  // values per thread worth a wake-up
 constexpr int64_t kWays = 4;         // interleaved sub-histograms
 constexpr int64_t kBlock = 8;        // values compared at once against the run's value
+// How far ahead of the block being counted its input is prefetched (2 KiB of int64): a
+// single thread's stream is bound by how many cache-line misses it has in flight, and
+// the hardware prefetcher alone leaves the one-hot-bin pass ~20% short of a plain sum's
+// bandwidth.
+constexpr int64_t kPrefetchAhead = 256;
 
 // One thread's kWays sub-histograms of size() bins each, grown on demand up to `limit`.
 template <typename W>
@@ -77,6 +82,10 @@ bool count_share(const int64_t* input, const W* weights, int64_t begin, int64_t 
   int64_t i = begin + 1;
   for (; i + kBlock <= end; i += kBlock) {
     const int64_t* block = input + i;
+    if (i + kPrefetchAhead < end) {
+      __builtin_prefetch(block + kPrefetchAhead, 0, 3);
+      if (weights != nullptr) __builtin_prefetch(weights + i + kPrefetchAhead, 0, 3);
+    }
     if (weights == nullptr) {
       uint64_t differ = 0;
       for (int64_t k = 0; k < kBlock; ++k) differ |= static_cast<uint64_t>(block[k] ^ run_value);

@@ -6,8 +6,9 @@
 //  - n <= 64 (the hybrid models' chunked prefill: unit-lower 16/32/64 blocks, 8+
 //    right-hand sides): each (matrix, panel of W right-hand-side columns) task
 //    substitutes with the panel's W columns as SIMD lanes. float32/float64 take the
-//    register-blocked kernel of triangular_panel.cpp, which reads A in place through its
-//    strides (an upper solve is a lower one walked backwards) and X in place when a
+//    register-blocked kernel of triangular_panel.cpp, which reads a row-major 16/32/64
+//    A in place (an upper solve is a lower one walked backwards; other layouts are
+//    packed once per matrix) and X in place when a
 //    panel's columns are contiguous; complex types pack A row-major and the panel into
 //    scratch for the generic loop below. A stays in L1. OpenBLAS's trsm pays a call,
 //    its own packing and a thread check per tiny matrix, which costs more than the
@@ -184,6 +185,19 @@ void prefetch_triangle(const T* a, const Layout& la, int64_t n, bool upper) {
   }
 }
 
+// Copies the lower triangle (its diagonal too unless `unit`) of the n x n matrix with
+// L(i, j) = a[i * a_row + j * a_col] into rows of kPackedRowStride.
+template <typename T>
+void pack_lower(const T* a, int64_t a_row, int64_t a_col, int64_t n, bool unit, T* packed) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = a + i * a_row;
+    T* out = packed + i * kPackedRowStride;
+    const int64_t last = unit ? i : i + 1;
+    if (a_col == 1) std::copy(row, row + last, out);
+    else for (int64_t j = 0; j < last; ++j) out[j] = row[j * a_col];
+  }
+}
+
 // float32/float64, n <= 64: the register-blocked panel kernel (triangular_panel.h).
 template <typename T>
 void solve_small_real(const ExecutionContext& ctx, const TriangularSolveProblem& p, const Layout& la,
@@ -204,8 +218,14 @@ void solve_small_real(const ExecutionContext& ctx, const TriangularSolveProblem&
   const int64_t a_row = upper ? -la.row_stride : la.row_stride;
   const int64_t a_col = upper ? -la.col_stride : la.col_stride;
   const int64_t a_first = upper ? (n - 1) * (la.row_stride + la.col_stride) : 0;
+  // Row-major 16/32/64 blocks are read in place; other layouts are packed once per
+  // matrix per task range.
+  const bool a_in_place = panel_reads_in_place(a_row, a_col);
+  const int64_t packed_elems = a_in_place ? 0 : n * kPackedRowStride;
   ctx.pool().parallel_for(tasks, small_grain(n), [&](int64_t begin, int64_t end) {
-    T* panel = ctx.scratch_of<T>(0, n * W);
+    T* panel = ctx.scratch_of<T>(0, packed_elems + n * W);
+    T* packed = panel + n * W;
+    int64_t packed_matrix = -1;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t b = t / panels;
       const int64_t c0 = (t % panels) * W;
@@ -226,11 +246,22 @@ void solve_small_real(const ExecutionContext& ctx, const TriangularSolveProblem&
         rows += (n - 1) * row_step;
         row_step = -row_step;
       }
-      // The next task's matrix, when it is another one: its triangle is read from
-      // memory while this one is solved (a batch of blocks is usually cold: it was
-      // just written by the caller).
-      if (t + 1 < end && (t + 1) / panels != b) prefetch_triangle(a + (b + 1) * la.batch_stride, la, n, upper);
-      solve_lower_panel(width, a + b * la.batch_stride + a_first, a_row, a_col, rows, row_step, n, p.unitriangular);
+      const T* ab = a + b * la.batch_stride + a_first;
+      if (a_in_place) {
+        // The next task's matrix, when it is another one: its triangle is read from
+        // memory while this one is solved (a batch of blocks is usually cold: it was
+        // just written by the caller).
+        if (t + 1 < end && (t + 1) / panels != b) prefetch_triangle(a + (b + 1) * la.batch_stride, la, n, upper);
+        solve_lower_panel(width, ab, a_row, a_col, rows, row_step, n, p.unitriangular);
+      } else {
+        // Two tasks on one matrix (panels of its right-hand sides, or a broadcast A)
+        // share the packed copy.
+        if (b * la.batch_stride != packed_matrix) {
+          pack_lower(ab, a_row, a_col, n, p.unitriangular, packed);
+          packed_matrix = b * la.batch_stride;
+        }
+        solve_lower_panel(width, packed, kPackedRowStride, 1, rows, row_step, n, p.unitriangular);
+      }
       if (!in_place) {
         for (int64_t i = 0; i < n; ++i) {
           for (int64_t c = 0; c < cols; ++c) xb[i * lx.row_stride + c * lx.col_stride] = panel[i * W + c];
