@@ -22,6 +22,7 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/linalg/isa_clones.h"
 #include "backend/cpu/linalg/linalg_common.h"
 #include "backend/cpu/linalg/linalg_kernels.h"
 #include "backend/cpu/linalg/triangular_panel.h"
@@ -95,39 +96,18 @@ template <typename T, int W>
 }
 
 // The substitution compiled for AVX2 and AVX-512 as well as the baseline, picked once at
-// run time: the panel loops are plain C++ that the compiler vectorises, and the build's
-// baseline (SSE2) would give them 4 float lanes where the machine has 8 or 16. Each
-// lane's sum runs in the same order on every target (no FMA contraction in ISO C++
-// mode), so the results do not depend on the target.
+// run time (isa_clones.h): the panel loops are plain C++ that the compiler vectorises.
 using PanelFn = void (*)(const void* a, const void* rdiag, void* x, int64_t n, bool upper, bool unit);
 
 template <typename T, int W>
-void substitute_baseline(const void* a, const void* r, void* x, int64_t n, bool upper, bool unit) {
-  substitute_panel<T, W>(static_cast<const T*>(a), static_cast<const T*>(r), static_cast<T*>(x), n, upper, unit);
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-template <typename T, int W>
-__attribute__((target("avx2"))) void substitute_avx2(const void* a, const void* r, void* x, int64_t n, bool upper,
+[[gnu::always_inline]] inline void substitute_erased(const void* a, const void* r, void* x, int64_t n, bool upper,
                                                      bool unit) {
   substitute_panel<T, W>(static_cast<const T*>(a), static_cast<const T*>(r), static_cast<T*>(x), n, upper, unit);
 }
-template <typename T, int W>
-__attribute__((target("avx512f"))) void substitute_avx512(const void* a, const void* r, void* x, int64_t n,
-                                                          bool upper, bool unit) {
-  substitute_panel<T, W>(static_cast<const T*>(a), static_cast<const T*>(r), static_cast<T*>(x), n, upper, unit);
-}
-#endif
 
 template <typename T, int W>
 PanelFn panel_kernel() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const PanelFn chosen = __builtin_cpu_supports("avx512f") ? &substitute_avx512<T, W>
-                                : __builtin_cpu_supports("avx2")  ? &substitute_avx2<T, W>
-                                                                  : &substitute_baseline<T, W>;
-  return chosen;
-#else
-  return &substitute_baseline<T, W>;
-#endif
+  return IsaClones<&substitute_erased<T, W>>::best();
 }
 
 // Tasks per pool chunk: about 4096 multiply-adds of A's triangle each.
