@@ -109,6 +109,8 @@ std::optional<MoeBlockDecode> MoeBlockDecode::prepare(const MoeBlockDecodeConfig
   KILN_CHECK_KIND(c.norm_eps >= 0.0 && std::isfinite(c.norm_eps), Value, kOp, "norm_eps must be finite and >= 0, got {}",
                   c.norm_eps);
   const Device device = c.router.device();
+  // Other devices run the unfused ops, which check everything themselves.
+  if (!backend::decode_block_kernels.has(device.type)) return std::nullopt;
   auto state = std::make_shared<State>();
   state->device = device;
   state->experts = moe_detail::check_experts(kOp, c.experts, c.shared, H, device);
@@ -116,7 +118,7 @@ std::optional<MoeBlockDecode> MoeBlockDecode::prepare(const MoeBlockDecodeConfig
   // rms_norm_one_plus's scale, `1.0 + w` in float32, formed once instead of per token.
   state->norm_weight = c.norm_one_plus ? add(norm, Scalar(1.0)) : norm;
   if (c.selection_bias.has_value()) state->selection_bias = float32_vector(*c.selection_bias, E, "selection_bias");
-  if (!is_wide_float(c.router.dtype()) || !backend::decode_block_kernels.has(device.type)) return std::nullopt;
+  if (!is_wide_float(c.router.dtype())) return std::nullopt;
   KILN_CHECK(c.router.stride(1) == 1, kOp, "router must have unit stride inside its rows, got strides {}",
              shape_to_string(c.router.strides()));
   state->router = c.router;
@@ -195,8 +197,9 @@ std::optional<AttentionEntryDecode> AttentionEntryDecode::prepare(const Attentio
   for (double eps : {c.norm_eps, c.head_norm_eps}) {
     KILN_CHECK_KIND(eps >= 0.0 && std::isfinite(eps), Value, op, "norm eps must be finite and >= 0, got {}", eps);
   }
-  auto state = std::make_shared<State>();
   const Device device = c.q_weight.device();
+  if (!backend::decode_block_kernels.has(device.type)) return std::nullopt;  // the unfused ops run
+  auto state = std::make_shared<State>();
   state->device = device;
   const int64_t q_rows = c.num_heads * c.head_dim * (c.output_gate ? 2 : 1);
   const int64_t kv_rows = c.num_kv_heads * c.head_dim;
@@ -217,7 +220,7 @@ std::optional<AttentionEntryDecode> AttentionEntryDecode::prepare(const Attentio
   const Tensor kn = float32_vector(c.k_norm, c.head_dim, "k_norm", op);
   state->q_norm = c.head_norm_one_plus ? add(qn, Scalar(1.0)) : qn;
   state->k_norm = c.head_norm_one_plus ? add(kn, Scalar(1.0)) : kn;
-  if (c.head_dim % 8 != 0 || !backend::decode_block_kernels.has(device.type)) return std::nullopt;
+  if (c.head_dim % 8 != 0) return std::nullopt;
   state->inv_freq = rope_inv_freq(rotary, c.rope_theta);
   state->q_out = Tensor::empty({1, c.num_heads, c.head_dim}, c.cache_dtype, device, op);
   if (c.output_gate) state->gate_out = Tensor::empty({1, c.num_heads, c.head_dim}, DType::Float32, device, op);

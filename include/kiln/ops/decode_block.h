@@ -58,8 +58,9 @@ struct MoeBlockDecodeConfig {
 class MoeBlockDecode {
  public:
   // Checks the block once (bad input raises, naming "moe_block_decode"). Returns nullopt
-  // when no fused kernel covers it: a device without decode_block kernels, or a router
-  // that is not float32/bfloat16/float16 (callers then run the unfused ops).
+  // when no fused kernel covers it, and callers then run the unfused ops: on a device
+  // without decode_block kernels (at once, leaving the checks to those ops), or for a
+  // router that is not float32/bfloat16/float16.
   static std::optional<MoeBlockDecode> prepare(const MoeBlockDecodeConfig& config);
 
   // out = x + moe(norm(x)) for x and out float32 [1, hidden] (or [hidden]), contiguous,
@@ -93,9 +94,9 @@ struct AttentionEntryDecodeConfig {
 class AttentionEntryDecode {
  public:
   // Checks the block once (bad input raises, naming "attention_entry_decode"). nullopt when
-  // no fused kernel covers it: a device without decode_block kernels, or a head_dim that
-  // is not a multiple of 8 (the fused kernel's head pieces must fall on the linear
-  // kernel's 8-row passes).
+  // no fused kernel covers it: on a device without decode_block kernels (at once, leaving
+  // the checks to the unfused ops), or for a head_dim that is not a multiple of 8 (the
+  // fused kernel's head pieces must fall on the linear kernel's 8-row passes).
   static std::optional<AttentionEntryDecode> prepare(const AttentionEntryDecodeConfig& config);
 
   // The block's two outputs: buffers it owns, overwritten by its next call.
