@@ -119,53 +119,69 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderWeights weights, KvCache c
   if (fused_decode) prepare_fused_decode();
 }
 
+namespace {
+
+// The fused one-token blocks of a layer, from the weights the unfused blocks hold.
+AttentionEntryDecodeConfig attention_entry_config(const ModelConfig& config, const DecoderLayer& layer,
+                                                  DType cache_dtype) {
+  const AttentionBlock& b = *layer.attention;
+  AttentionEntryDecodeConfig c;
+  c.norm_weight = layer.mixer_norm;
+  c.norm_one_plus = config.zero_centred_norms;
+  c.norm_eps = config.norm_eps;
+  c.q_weight = b.q_proj.weight;
+  c.k_weight = b.k_proj.weight;
+  c.v_weight = b.v_proj.weight;
+  c.q_scale = b.q_proj.scale;
+  c.k_scale = b.k_proj.scale;
+  c.v_scale = b.v_proj.scale;
+  c.num_heads = b.num_heads;
+  c.num_kv_heads = b.num_kv_heads;
+  c.head_dim = b.head_dim;
+  c.output_gate = b.output_gate;
+  c.q_norm = b.q_norm;
+  c.k_norm = b.k_norm;
+  c.head_norm_one_plus = b.zero_centred_norms;
+  c.head_norm_eps = b.norm_eps;
+  c.rotary_dim = config.rotary_dim;
+  c.rope_theta = config.rope_theta;
+  c.cache_dtype = cache_dtype;
+  return c;
+}
+
+MoeBlockDecodeConfig moe_block_config(const ModelConfig& config, const DecoderLayer& layer) {
+  const MoeBlock& m = *layer.moe;
+  MoeBlockDecodeConfig c;
+  c.norm_weight = layer.ffn_norm;
+  c.norm_one_plus = config.zero_centred_norms;
+  c.norm_eps = config.norm_eps;
+  c.router = m.router.weight;
+  c.top_k = m.top_k;
+  c.scoring = m.scoring;
+  c.renormalize = m.renormalize;
+  c.selection_bias = m.selection_bias;
+  c.routed_scaling_factor = m.routed_scaling_factor;
+  c.renorm_eps = m.renorm_eps;
+  c.experts = m.experts;
+  c.shared = m.shared;
+  return c;
+}
+
+}  // namespace
+
 void DecoderModel::prepare_fused_decode() {
   every_attention_fused_ = true;
   for (DecoderLayer& layer : weights_.layers) {
     if (layer.attention) {
-      const AttentionBlock& b = *layer.attention;
-      AttentionEntryDecodeConfig c;
-      c.norm_weight = layer.mixer_norm;
-      c.norm_one_plus = config_.zero_centred_norms;
-      c.norm_eps = config_.norm_eps;
-      c.q_weight = b.q_proj.weight;
-      c.k_weight = b.k_proj.weight;
-      c.v_weight = b.v_proj.weight;
-      c.q_scale = b.q_proj.scale;
-      c.k_scale = b.k_proj.scale;
-      c.v_scale = b.v_proj.scale;
-      c.num_heads = b.num_heads;
-      c.num_kv_heads = b.num_kv_heads;
-      c.head_dim = b.head_dim;
-      c.output_gate = b.output_gate;
-      c.q_norm = b.q_norm;
-      c.k_norm = b.k_norm;
-      c.head_norm_one_plus = b.zero_centred_norms;
-      c.head_norm_eps = b.norm_eps;
-      c.rotary_dim = config_.rotary_dim;
-      c.rope_theta = config_.rope_theta;
-      c.cache_dtype = cache_.dtype();
-      layer.attention_decode = AttentionEntryDecode::prepare(c);
+      layer.attention_decode = AttentionEntryDecode::prepare(attention_entry_config(config_, layer, cache_.dtype()));
       every_attention_fused_ = every_attention_fused_ && layer.attention_decode.has_value();
     }
-    if (!layer.moe || layer.moe->router.scale) continue;  // FP8 routers take the unfused path
-    const MoeBlock& m = *layer.moe;
-    MoeBlockDecodeConfig c;
-    c.norm_weight = layer.ffn_norm;
-    c.norm_one_plus = config_.zero_centred_norms;
-    c.norm_eps = config_.norm_eps;
-    c.router = m.router.weight;
-    c.top_k = m.top_k;
-    c.scoring = m.scoring;
-    c.renormalize = m.renormalize;
-    c.selection_bias = m.selection_bias;
-    c.routed_scaling_factor = m.routed_scaling_factor;
-    c.renorm_eps = m.renorm_eps;
-    c.experts = m.experts;
-    c.shared = m.shared;
-    layer.moe_decode = MoeBlockDecode::prepare(c);
-    if (layer.moe_decode && !decode_residual_.defined()) {
-      decode_residual_ = Tensor::empty({1, config_.hidden_size}, DType::Float32, m.router.weight.device());
+    // FP8 routers (scaled) take the unfused path.
+    if (layer.moe && !layer.moe->router.scale) {
+      layer.moe_decode = MoeBlockDecode::prepare(moe_block_config(config_, layer));
+      if (layer.moe_decode && !decode_residual_.defined()) {
+        decode_residual_ = Tensor::empty({1, config_.hidden_size}, DType::Float32, layer.moe->router.weight.device());
+      }
     }
   }
 }
