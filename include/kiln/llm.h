@@ -63,6 +63,9 @@ struct LoadOptions {
   int64_t max_context = 0;
   // Called as loading advances ("weights", tensors done, tensors in all); may be empty.
   std::function<void(std::string_view stage, int64_t done, int64_t total)> progress;
+  // One-token forwards through the fused decode blocks (kiln/ops/decode_block.h) where
+  // the device has them; false runs the unfused ops (same numbers; for comparisons).
+  bool fused_decode = true;
 };
 
 // How far FP8 quantisation at load moved the weights: per quantised tensor the relative

@@ -1,6 +1,7 @@
 #include "llm/decoder.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
@@ -96,7 +97,8 @@ AttentionBlock load_attention_block(const ModelConfig& c, WeightLoader& loader, 
 }
 
 DecoderModel::DecoderModel(ModelConfig config, DecoderWeights weights, KvCache cache, ModelInfo info,
-                           std::shared_ptr<const Tokenizer> tokenizer, std::vector<int32_t> eos_ids)
+                           std::shared_ptr<const Tokenizer> tokenizer, std::vector<int32_t> eos_ids,
+                           bool fused_decode)
     : config_(std::move(config)), weights_(std::move(weights)), cache_(std::move(cache)) {
   info_ = std::move(info);
   tokenizer_ = std::move(tokenizer);
@@ -114,6 +116,74 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderWeights weights, KvCache c
     bytes += layer.moe ? layer.moe->decode_bytes() : layer.dense->decode_bytes();
   }
   weight_decode_bytes_ = bytes + static_cast<int64_t>(weights_.final_norm.nbytes()) + weights_.lm_head.bytes();
+  if (fused_decode) prepare_fused_decode();
+}
+
+namespace {
+
+// The fused one-token blocks of a layer, from the weights the unfused blocks hold.
+AttentionEntryDecodeConfig attention_entry_config(const ModelConfig& config, const DecoderLayer& layer,
+                                                  DType cache_dtype) {
+  const AttentionBlock& b = *layer.attention;
+  AttentionEntryDecodeConfig c;
+  c.norm_weight = layer.mixer_norm;
+  c.norm_one_plus = config.zero_centred_norms;
+  c.norm_eps = config.norm_eps;
+  c.q_weight = b.q_proj.weight;
+  c.k_weight = b.k_proj.weight;
+  c.v_weight = b.v_proj.weight;
+  c.q_scale = b.q_proj.scale;
+  c.k_scale = b.k_proj.scale;
+  c.v_scale = b.v_proj.scale;
+  c.num_heads = b.num_heads;
+  c.num_kv_heads = b.num_kv_heads;
+  c.head_dim = b.head_dim;
+  c.output_gate = b.output_gate;
+  c.q_norm = b.q_norm;
+  c.k_norm = b.k_norm;
+  c.head_norm_one_plus = b.zero_centred_norms;
+  c.head_norm_eps = b.norm_eps;
+  c.rotary_dim = config.rotary_dim;
+  c.rope_theta = config.rope_theta;
+  c.cache_dtype = cache_dtype;
+  return c;
+}
+
+MoeBlockDecodeConfig moe_block_config(const ModelConfig& config, const DecoderLayer& layer) {
+  const MoeBlock& m = *layer.moe;
+  MoeBlockDecodeConfig c;
+  c.norm_weight = layer.ffn_norm;
+  c.norm_one_plus = config.zero_centred_norms;
+  c.norm_eps = config.norm_eps;
+  c.router = m.router.weight;
+  c.top_k = m.top_k;
+  c.scoring = m.scoring;
+  c.renormalize = m.renormalize;
+  c.selection_bias = m.selection_bias;
+  c.routed_scaling_factor = m.routed_scaling_factor;
+  c.renorm_eps = m.renorm_eps;
+  c.experts = m.experts;
+  c.shared = m.shared;
+  return c;
+}
+
+}  // namespace
+
+void DecoderModel::prepare_fused_decode() {
+  every_attention_fused_ = true;
+  for (DecoderLayer& layer : weights_.layers) {
+    if (layer.attention) {
+      layer.attention_decode = AttentionEntryDecode::prepare(attention_entry_config(config_, layer, cache_.dtype()));
+      every_attention_fused_ = every_attention_fused_ && layer.attention_decode.has_value();
+    }
+    // FP8 routers (scaled) take the unfused path.
+    if (layer.moe && !layer.moe->router.scale) {
+      layer.moe_decode = MoeBlockDecode::prepare(moe_block_config(config_, layer));
+      if (layer.moe_decode && !decode_residual_.defined()) {
+        decode_residual_ = Tensor::empty({1, config_.hidden_size}, DType::Float32, layer.moe->router.weight.device());
+      }
+    }
+  }
 }
 
 void DecoderModel::reset_locked() {
@@ -148,7 +218,7 @@ Tensor DecoderModel::forward_locked(std::span<const int32_t> tokens, bool all_lo
 
   Tensor x = embedding(weights_.embedding, ids).to(DType::Float32);  // a fresh [T, H] tensor
   RopeTables rope;
-  if (has_attention_) {
+  if (has_attention_ && !(count == 1 && every_attention_fused_)) {
     // Partial rotary (Qwen3-Next, Qwen3.5): tables of rotary_dim / 2 angles turn only the
     // first rotary_dim dims of each head. Qwen3.5's M-RoPE sections reduce to this for
     // text, whose three position streams are all the token position.
@@ -159,10 +229,21 @@ Tensor DecoderModel::forward_locked(std::span<const int32_t> tokens, bool all_lo
   for (int64_t i = 0; i < static_cast<int64_t>(weights_.layers.size()); ++i) {
     const DecoderLayer& layer = weights_.layers[i];
     // Blocks return their last projection's dtype; add_ widens into the float32 stream.
-    Tensor h = rms_norm_layer(x, layer.mixer_norm);
-    add_(x, layer.attention ? layer.attention->forward(h, cache_, i, rope, position_)
-            : layer.conv    ? layer.conv->forward(h, cache_, i)
-                            : layer.delta_net->forward(h, cache_, i));
+    Tensor h;
+    if (count == 1 && layer.attention_decode) {
+      const AttentionEntryDecode::Output entry = (*layer.attention_decode)(x, cache_.keys(i), cache_.values(i), position_);
+      add_(x, layer.attention->attend(entry.q, entry.gate, cache_, i, position_));
+    } else {
+      h = rms_norm_layer(x, layer.mixer_norm);
+      add_(x, layer.attention ? layer.attention->forward(h, cache_, i, rope, position_)
+              : layer.conv    ? layer.conv->forward(h, cache_, i)
+                              : layer.delta_net->forward(h, cache_, i));
+    }
+    if (count == 1 && layer.moe_decode) {
+      (*layer.moe_decode)(x, decode_residual_);  // decode_residual_ = x + moe(ffn_norm(x))
+      std::swap(x, decode_residual_);
+      continue;
+    }
     h = rms_norm_layer(x, layer.ffn_norm);
     add_(x, layer.moe ? layer.moe->forward(h) : layer.dense->forward(h));
   }

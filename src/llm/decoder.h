@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kiln/llm.h"
+#include "kiln/ops/decode_block.h"
 #include "llm/blocks/attention_block.h"
 #include "llm/blocks/delta_net_block.h"
 #include "llm/blocks/ffn_blocks.h"
@@ -35,6 +36,12 @@ struct DecoderLayer {
   std::optional<DeltaNetBlock> delta_net;
   std::optional<MoeBlock> moe;  // exactly one FFN
   std::optional<DenseFfn> dense;
+  // The MoE half of a one-token forward as one fused call (ffn_norm, router, top-k,
+  // experts, shared expert, residual add), where the device has the kernel.
+  std::optional<MoeBlockDecode> moe_decode;
+  // The attention block's entry for one token (mixer_norm, q/k/v, q/k norms, RoPE, the
+  // K/V cache write) as one fused call, where the device has the kernel.
+  std::optional<AttentionEntryDecode> attention_decode;
 };
 
 struct DecoderWeights {
@@ -71,7 +78,7 @@ Linear load_lm_head(const ModelConfig& config, WeightLoader& loader, const Tenso
 class DecoderModel final : public Model {
  public:
   DecoderModel(ModelConfig config, DecoderWeights weights, KvCache cache, ModelInfo info,
-               std::shared_ptr<const Tokenizer> tokenizer, std::vector<int32_t> eos_ids);
+               std::shared_ptr<const Tokenizer> tokenizer, std::vector<int32_t> eos_ids, bool fused_decode = true);
 
  private:
   // Model's calls, run with the model's lock held.
@@ -86,6 +93,11 @@ class DecoderModel final : public Model {
   int64_t position_ = 0;
   bool has_attention_ = false;
   Tensor rms_norm_layer(const Tensor& x, const Tensor& weight) const;
+  void prepare_fused_decode();
+  // The other residual row of a one-token forward: fused blocks write x + block(x) here,
+  // then the two swap, so decode allocates no residual per layer.
+  Tensor decode_residual_;
+  bool every_attention_fused_ = false;  // a one-token forward then needs no RoPE tables
   int64_t weight_decode_bytes_ = 0;  // the weight part of decode_bytes_per_token
 };
 

@@ -202,7 +202,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   info.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   return std::make_unique<DecoderModel>(std::move(config), std::move(weights), std::move(cache), std::move(info),
-                                        std::move(tokenizer), std::move(eos));
+                                        std::move(tokenizer), std::move(eos), options.fused_decode);
 }
 
 }  // namespace kiln::llm

@@ -14,6 +14,7 @@
 #include "kiln/scalar_types.h"  // kFp8ScaleBlock
 #include "ops/autograd_hooks.h"
 #include "ops/autograd_hooks_linalg.h"
+#include "ops/moe_expert_checks.h"
 #include "ops/op_utils.h"
 
 namespace kiln {
@@ -58,6 +59,10 @@ CheckedRouting check_routing(const char* op, const Tensor& weights, const Tensor
   r.ids = r.ids.to(DType::Int32);
   return r;
 }
+
+}  // namespace
+
+namespace moe_detail {
 
 // One projection [rows, cols] of an expert, with its checked float32 scales.
 backend::ExpertMatrix expert_matrix(const char* op, const char* what, const Tensor& w, const std::optional<Tensor>& scale,
@@ -114,7 +119,48 @@ backend::SwigluExpert swiglu_expert(const char* op, const SwigluWeights& w, int6
   return e;
 }
 
-}  // namespace
+CheckedExperts check_experts(const char* op, const MoeExperts& experts, const std::optional<SharedExpert>& shared,
+                              int64_t hidden, Device device) {
+  KILN_CHECK(!experts.experts.empty(), op, "no experts given");
+  for (const SwigluWeights& e : experts.experts) {
+    // Per call, not per element: E device checks against a kernel reading E matrices.
+    const Device expert = common_device(op, {&e.gate, &e.up, &e.down});
+    KILN_CHECK(expert == device || !e.gate.defined(), op,
+               "Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
+               device.str(), expert.str());
+  }
+  CheckedExperts c;
+  c.weight_dtype = experts.experts[0].gate.defined() ? experts.experts[0].gate.dtype() : DType::Float32;
+  KILN_CHECK_KIND(is_activation_dtype(c.weight_dtype) || c.weight_dtype == DType::Float8_e4m3fn, Type, op,
+                  "expert weights must be float32, bfloat16, float16 or float8_e4m3fn, got {}",
+                  dtype_name(c.weight_dtype));
+  bool layout_known = false;
+  c.list.reserve(experts.experts.size());
+  const int64_t inter = experts.experts[0].gate.defined() ? experts.experts[0].gate.size(0) : 0;
+  for (const SwigluWeights& w : experts.experts) {
+    c.list.push_back(swiglu_expert(op, w, hidden, c.weight_dtype, &c.layout, &layout_known, c.keep));
+    KILN_CHECK(c.list.back().inter == inter, op, "all experts must have one intermediate size ({}), got {}", inter,
+               c.list.back().inter);
+  }
+  if (shared.has_value()) {
+    c.shared_expert = swiglu_expert(op, shared->weights, hidden, c.weight_dtype, &c.layout, &layout_known, c.keep);
+    const Tensor& g = shared->gate_weight;
+    const Device shared_device = common_device(op, {&shared->weights.gate, &shared->weights.up, &shared->weights.down, &g});
+    KILN_CHECK(shared_device == device, op,
+               "Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
+               device.str(), shared_device.str());
+    KILN_CHECK(g.defined() && g.numel() == hidden && (g.dim() == 1 || (g.dim() == 2 && g.size(0) == 1)), op,
+               "shared expert gate_weight must be [1, {}] or [{}], got {}", hidden, hidden,
+               g.defined() ? g.shape_str() : "undefined");
+    KILN_CHECK_KIND(is_floating(g.dtype()), Type, op, "shared expert gate_weight must be a float tensor, got {}",
+                    dtype_name(g.dtype()));
+    c.shared_gate = as_f32(g.reshape({hidden}));
+    c.has_shared = true;
+  }
+  return c;
+}
+
+}  // namespace moe_detail
 
 MoeRouting moe_route(const Tensor& router_logits, int64_t top_k, MoeScoring scoring, bool renormalize,
                      const std::optional<Tensor>& selection_bias, double routed_scaling_factor, double renorm_eps) {
@@ -275,48 +321,20 @@ Tensor moe_experts(const Tensor& x, const Tensor& weights, const Tensor& ids, co
   KILN_CHECK(!experts.experts.empty(), op, "no experts given");
   const int64_t T = x.size(0), H = x.size(1), E = static_cast<int64_t>(experts.experts.size());
   const Device device = common_device(op, {&x, &weights, &ids});
-  for (const SwigluWeights& e : experts.experts) {
-    // Per call, not per element: E device checks against a kernel reading E matrices.
-    const Device expert = common_device(op, {&e.gate, &e.up, &e.down});
-    KILN_CHECK(expert == device || !e.gate.defined(), op,
-               "Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
-               device.str(), expert.str());
-  }
+  moe_detail::CheckedExperts checked = moe_detail::check_experts(op, experts, shared, H, device);
   const CheckedRouting routing = check_routing(op, weights, ids, T, E);
-  const DType wdtype = experts.experts[0].gate.defined() ? experts.experts[0].gate.dtype() : DType::Float32;
-  KILN_CHECK_KIND(is_activation_dtype(wdtype) || wdtype == DType::Float8_e4m3fn, Type, op,
-                  "expert weights must be float32, bfloat16, float16 or float8_e4m3fn, got {}", dtype_name(wdtype));
-  std::vector<Tensor> keep;
-  backend::Fp8ScaleLayout layout = backend::Fp8ScaleLayout::PerRow;
-  bool layout_known = false;
-  std::vector<backend::SwigluExpert> list;
-  list.reserve(static_cast<size_t>(E));
-  const int64_t inter = experts.experts[0].gate.defined() ? experts.experts[0].gate.size(0) : 0;
-  for (const SwigluWeights& w : experts.experts) {
-    list.push_back(swiglu_expert(op, w, H, wdtype, &layout, &layout_known, keep));
-    KILN_CHECK(list.back().inter == inter, op, "all experts must have one intermediate size ({}), got {}", inter,
-               list.back().inter);
-  }
   Tensor out = Tensor::empty({T, H}, x.dtype(), device, op);
   if (T == 0 || H == 0) return out;
   const Tensor xc = x.contiguous();
 
   backend::MoeExpertsArgs a;
-  backend::SwigluExpert shared_expert;
-  Tensor shared_gate;
-  if (shared.has_value()) {
-    shared_expert = swiglu_expert(op, shared->weights, H, wdtype, &layout, &layout_known, keep);
-    const Tensor& g = shared->gate_weight;
-    common_device(op, {&x, &shared->weights.gate, &shared->weights.up, &shared->weights.down, &g});
-    KILN_CHECK(g.defined() && g.numel() == H && (g.dim() == 1 || (g.dim() == 2 && g.size(0) == 1)), op,
-               "shared expert gate_weight must be [1, {}] or [{}], got {}", H, H,
-               g.defined() ? g.shape_str() : "undefined");
-    KILN_CHECK_KIND(is_floating(g.dtype()), Type, op, "shared expert gate_weight must be a float tensor, got {}",
-                    dtype_name(g.dtype()));
-    shared_gate = as_f32(g.reshape({H}));
-    a.shared = &shared_expert;
-    a.shared_gate = shared_gate.data<float>();
+  if (checked.has_shared) {
+    a.shared = &checked.shared_expert;
+    a.shared_gate = checked.shared_gate.data<float>();
   }
+  const DType wdtype = checked.weight_dtype;
+  const backend::Fp8ScaleLayout layout = checked.layout;
+  const std::vector<backend::SwigluExpert>& list = checked.list;
   a.weight_dtype = wdtype;
   a.scale_layout = layout;
   a.hidden = H;

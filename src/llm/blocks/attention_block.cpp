@@ -42,9 +42,13 @@ Tensor AttentionBlock::forward(const Tensor& h, KvCache& cache, int64_t layer, c
   cache.write(layer, pos, k, v);
 
   // Attention runs in the cache's dtype (q, k, v share one dtype), accumulating in float32.
+  return attend(q.to(cache.dtype()), gate, cache, layer, pos);
+}
+
+Tensor AttentionBlock::attend(const Tensor& q, const Tensor& gate, KvCache& cache, int64_t layer, int64_t pos) const {
+  const int64_t count = q.size(0);
   const Tensor& keys = cache.keys(layer);
   const Tensor& values = cache.values(layer);
-  q = q.to(cache.dtype());
   Tensor out;
   if (count == 1) {
     out = attention_decode(q, keys, values, pos + 1);  // [1, heads, head_dim]

@@ -38,6 +38,11 @@ struct AttentionBlock {
   // h: float32 [T, hidden] (already normalised); rope: tables for positions pos ..
   // pos+T-1. Returns [T, hidden] in o_proj's output dtype.
   Tensor forward(const Tensor& h, KvCache& cache, int64_t layer, const RopeTables& rope, int64_t pos) const;
+  // The rest of the block once q (rotated, in the cache dtype, [T, heads, head_dim]) is
+  // formed and k, v are in the cache: attention over cache[0 .. pos+T-1], the output gate
+  // (gate: [T, heads, head_dim] of any float dtype, or undefined), o_proj. The fused
+  // one-token entry (AttentionEntryDecode) ends here too.
+  Tensor attend(const Tensor& q, const Tensor& gate, KvCache& cache, int64_t layer, int64_t pos) const;
   // Weight bytes one decode step reads.
   int64_t decode_bytes() const;
 };

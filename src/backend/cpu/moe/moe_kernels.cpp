@@ -19,10 +19,10 @@ namespace kiln::cpu {
 namespace {
 
 // The shared expert's weight per token: sigmoid(x[t] . gate), the dot product in float64.
-std::vector<float> shared_gate_weights(const MoeExpertsArgs& a) {
+void shared_gate_weights(const MoeExpertsArgs& a, std::vector<float>& weights, std::vector<float>& row) {
   const int64_t H = a.hidden;
-  std::vector<float> weights(static_cast<size_t>(a.tokens));
-  std::vector<float> row(static_cast<size_t>(H));
+  weights.resize(static_cast<size_t>(a.tokens));
+  row.resize(static_cast<size_t>(H));
   const size_t item = itemsize(a.act_dtype);
   for (int64_t t = 0; t < a.tokens; ++t) {
     to_f32(a.act_dtype, static_cast<const char*>(a.x) + t * H * item, row.data(), H);
@@ -30,19 +30,28 @@ std::vector<float> shared_gate_weights(const MoeExpertsArgs& a) {
     for (int64_t h = 0; h < H; ++h) dot += static_cast<double>(row[h]) * a.shared_gate[h];
     weights[t] = static_cast<float>(1.0 / (1.0 + std::exp(-dot)));
   }
-  return weights;
 }
 
 }  // namespace
 
 MoePlan make_moe_plan(const MoeExpertsArgs& a, int64_t rows_per_group) {
   MoePlan plan;
+  fill_moe_plan(plan, a, rows_per_group);
+  return plan;
+}
+
+void fill_moe_plan(MoePlan& plan, const MoeExpertsArgs& a, int64_t rows_per_group) {
   plan.tokens = a.tokens;
   plan.top_k = a.top_k;
+  plan.max_inter = 0;
   const int64_t routed = a.tokens * a.top_k;
   const bool shared = a.shared != nullptr;
   plan.slots = routed + (shared ? a.tokens : 0);
-  if (shared) plan.shared_weight = shared_gate_weights(a);
+  if (shared) {
+    shared_gate_weights(a, plan.shared_weight, plan.x_row);
+  } else {
+    plan.shared_weight.clear();
+  }
   const int64_t experts = a.num_experts + 1;  // the last index is the shared expert
   plan.expert_of_slot.resize(static_cast<size_t>(plan.slots));
   for (int64_t s = 0; s < routed; ++s) plan.expert_of_slot[s] = a.ids[s];
@@ -52,9 +61,12 @@ MoePlan make_moe_plan(const MoeExpertsArgs& a, int64_t rows_per_group) {
   for (int32_t e : plan.expert_of_slot) ++plan.slot_begin[e + 1];
   std::partial_sum(plan.slot_begin.begin(), plan.slot_begin.end(), plan.slot_begin.begin());
   plan.slot_list.resize(static_cast<size_t>(plan.slots));
-  std::vector<int64_t> fill(plan.slot_begin.begin(), plan.slot_begin.end() - 1);
-  for (int64_t s = 0; s < plan.slots; ++s) plan.slot_list[fill[plan.expert_of_slot[s]]++] = static_cast<int32_t>(s);
-  plan.group_begin.push_back(0);
+  plan.fill_position.assign(plan.slot_begin.begin(), plan.slot_begin.end() - 1);
+  for (int64_t s = 0; s < plan.slots; ++s) {
+    plan.slot_list[plan.fill_position[plan.expert_of_slot[s]]++] = static_cast<int32_t>(s);
+  }
+  plan.active.clear();
+  plan.group_begin.assign(1, 0);
   for (int64_t e = 0; e < experts; ++e) {
     if (plan.slot_begin[e + 1] == plan.slot_begin[e]) continue;
     const int64_t inter = e < a.num_experts ? a.experts[e].inter : a.shared->inter;
@@ -63,7 +75,6 @@ MoePlan make_moe_plan(const MoeExpertsArgs& a, int64_t rows_per_group) {
     plan.max_inter = std::max(plan.max_inter, inter);
     plan.group_begin.push_back(plan.group_begin.back() + ceil_div(inter, rows_per_group));
   }
-  return plan;
 }
 
 MoeScratch::MoeScratch(int64_t floats) : bytes_(static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float)) {
@@ -115,11 +126,9 @@ void moe_experts(ThreadPool& pool, const MoeExpertsArgs& args) {
   }
 }
 
-namespace {
-
 // Token t's k choices: the k largest selection values, NaN first (as torch.topk ranks
 // NaN above every number), ties to the lower expert id.
-void route_token(const MoeRouteArgs& a, const float* logits, float* scores, float* select, int32_t* order,
+void moe_route_token(const MoeRouteArgs& a, const float* logits, float* scores, float* select, int32_t* order,
                  float* weights, int32_t* ids) {
   const int64_t E = a.experts;
   if (a.sigmoid) {
@@ -160,15 +169,13 @@ void route_token(const MoeRouteArgs& a, const float* logits, float* scores, floa
   }
 }
 
-}  // namespace
-
 void moe_route(ThreadPool& pool, const MoeRouteArgs& a) {
   const int64_t E = a.experts;
   pool.parallel_for(a.tokens, std::max<int64_t>(1, 32768 / E), [&](int64_t t0, int64_t t1) {
     std::vector<float> scores(static_cast<size_t>(E)), select(static_cast<size_t>(E));
     std::vector<int32_t> order(static_cast<size_t>(E));
     for (int64_t t = t0; t < t1; ++t) {
-      route_token(a, a.logits + t * E, scores.data(), select.data(), order.data(), a.weights + t * a.top_k,
+      moe_route_token(a, a.logits + t * E, scores.data(), select.data(), order.data(), a.weights + t * a.top_k,
                   a.ids + t * a.top_k);
     }
   });

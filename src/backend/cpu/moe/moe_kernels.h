@@ -43,6 +43,10 @@ void force_moe_expert_path(MoeExpertPath path);
 int64_t moe_simd_targets();
 
 void moe_route(ThreadPool& pool, const MoeRouteArgs& args);
+// One token of moe_route: its E logits to its top_k weights and ids; scores, select and
+// order are work space of E values each.
+void moe_route_token(const MoeRouteArgs& a, const float* logits, float* scores, float* select, int32_t* order,
+                     float* weights, int32_t* ids);
 void moe_permute(const MoePermuteArgs& args);
 
 }  // namespace kiln::cpu

@@ -23,6 +23,10 @@ struct MoePlan {
   std::vector<int64_t> active;          // experts with at least one slot, ascending
   std::vector<int64_t> group_begin;     // [active + 1]: first 4-row gate/up group of each
   std::vector<float> shared_weight;     // [tokens] with a shared expert: its gate per token
+  // Work space of fill_moe_plan, kept so that a plan refilled call after call (the fused
+  // decode block) allocates nothing once its vectors have grown.
+  std::vector<int64_t> fill_position;
+  std::vector<float> x_row;
 
   int64_t token_of(int64_t slot) const { return slot < tokens * top_k ? slot / top_k : slot - tokens * top_k; }
   float weight_of(int64_t slot, const MoeExpertsArgs& a) const {
@@ -31,6 +35,8 @@ struct MoePlan {
 };
 
 MoePlan make_moe_plan(const MoeExpertsArgs& args, int64_t rows_per_group);
+// Rebuilds `plan` for `args` in place, reusing its vectors' capacity.
+void fill_moe_plan(MoePlan& plan, const MoeExpertsArgs& args, int64_t rows_per_group);
 
 // Float scratch from kiln's caching allocator (a prefill-sized buffer would otherwise
 // fault in fresh pages on every call).
