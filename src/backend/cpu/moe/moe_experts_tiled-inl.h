@@ -9,7 +9,10 @@
 // gemv-inl.h, so bf16, f16, f32 and FP8 with row or 128x128 block scales read exactly as
 // on the decode path) and feeds each decoded vector to M FMAs, with R * M accumulators.
 // No float32 copy of the weights is made: the decoders' shifts and lookups cost less than
-// writing and re-reading a widened panel (what an sgemm would need).
+// writing and re-reading a widened panel (what an sgemm would need). FP8 is the
+// exception in part: an expert with more than one tile of tokens decodes each 4-row
+// group once into bf16 patterns in L1 (PackedBf16Of), which its tiles unpack for less
+// than the FP8 decode.
 //
 // The phases and their order of operations are the decode kernel's, so the result does
 // not depend on the number of threads either:
@@ -110,8 +113,8 @@ HWY_INLINE void DotRowsTokens(const typename Dec::T* HWY_RESTRICT w, int64_t ldw
 // significant bits and a bf16 exponent), so a decoded vector pair (w0, w1) packs exactly
 // into one vector of 32-bit lanes (w1's high half, w0's high half) and unpacks with a
 // shift and a mask: 3 instructions per 2 vectors against ~8 for the AVX-512 FP8 decode
-// and 14 per 4 for the VBMI table decode, whose weight has also held tiles to 2 rows by
-// 8 tokens (each x vector loaded for 2 FMAs). The packed rows are read 2 vectors a step
+// and 14 per 4 for the VBMI table decode, whose register cost also holds its tiles to 2
+// rows (each x vector loaded for 2 FMAs; packed tiles take 4 rows). The packed rows are read 2 vectors a step
 // whatever Dec's step: vectors 2i and 2i+1 of a Dec step are its slots [2iL, 2iL + 2L),
 // so they meet the same x (prepared in Dec's order) and feed each accumulator in the
 // same sequence. Sums are therefore bit-identical to decoding every tile.
@@ -165,15 +168,16 @@ struct MoeTiledKernel {
   using T = typename Dec::T;
   using Base = MoeKernel<Dec, kScaled, kBlocked>;
   // A tile holds R * M accumulators and the R * V decoded weight vectors of one step in
-  // registers (16 + 8 of AVX-512's 32, leaving room for x). Two-vector decoders (bf16,
-  // f16, f32, the AVX2/AVX3 FP8 decodes): 4 rows by 4 tokens, 8 decode instructions of
-  // bf16 per 32 FMAs. The four-vector FP8 table decode costs ~14 instructions per 64
-  // weights, so it gets 2 rows by 8 tokens: 28 per 64 FMAs instead of 56 per 64 at 4 x 4.
-  // FP8 experts with more than one tile of tokens pack each row group once (PackedBf16Of)
-  // and run it in 4 x 4 tiles; so FP8 tiles hold 4 tokens whichever path they take.
+  // registers (16 + 8 of AVX-512's 32, leaving room for x): 4 rows by 4 tokens for the
+  // two-vector decoders (bf16, f16, f32, the AVX2/AVX3 FP8 decodes; 8 decode
+  // instructions of bf16 per 32 FMAs), 2 rows by 4 tokens for the four-vector FP8 table
+  // decode. FP8 experts with more than one tile of tokens pack each row group once
+  // (PackedBf16Of) and run 4 x 4 tiles on it. (Before the packing, the table decode ran
+  // 2 x 8 tiles to spread its ~14 instructions per 64 weights over more tokens; the
+  // packed 4 x 4 tiles were 1.1-1.6x faster at 8-32 tokens per expert, docs/bench.md.)
   static constexpr bool kPacks = std::is_same_v<T, uint8_t>;
   static constexpr int R = Dec::kVecs <= 2 ? 4 : 2;
-  static constexpr int M = Dec::kVecs <= 2 || kPacks ? 4 : 8;
+  static constexpr int M = 4;
   static constexpr int kPackedRows = 4;
   static_assert(kRowsPerPass % R == 0, "a 4-row group is a whole number of tiles");
   static constexpr float kUndoDecode = 1.0f / Dec::kDecodedPerReal;  // a power of two: exact
