@@ -5,6 +5,7 @@
 // dtype.
 #include "kiln/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -218,10 +219,13 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     p.dropout_key = {g.seed(), g.advance(backend::uniform_blocks(weights))};
   }
   const OpProfile profile(kSdpa, [&] {
-    // Q, K, V and the output; QK^T and PV: 2 FLOPs per multiply-add each.
+    // Q, K, V and the output; QK^T and PV: 2 FLOPs per multiply-add each, over the
+    // (query, key) pairs the kernel computes: with is_causal query i sees min(i + 1, S)
+    // keys, so a square prompt costs about half of L * S.
+    const double l = static_cast<double>(L), s = static_cast<double>(S), m = std::min(l, s);
+    const double pairs = is_causal ? m * (m + 1) / 2 + (l - m) * s : l * s;
     return OpCost{tensor_bytes({&q, &k, &v, &out}),
-                  2.0 * static_cast<double>(p.rows) * static_cast<double>(L) * static_cast<double>(S) *
-                      static_cast<double>(E + Ev)};
+                  2.0 * static_cast<double>(p.rows) * pairs * static_cast<double>(E + Ev)};
   });
   kernel(ctx, p);
   return out;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/gated_delta.h"
+#include "core/op_profile.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
@@ -57,6 +58,11 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, 
   if (x.numel() > 0) {
     const Tensor xf = as_float32(x);
     const Tensor wf = as_float32(weight.reshape({channels, kernel}));
+    // x, out, the weights and the state read and written; one multiply-add per tap.
+    const OpProfile profile(op, [&] {
+      return OpCost{tensor_bytes({&xf, &wf, &out}) + 2.0 * static_cast<double>(conv_state.nbytes()),
+                    2.0 * static_cast<double>(x.numel()) * static_cast<double>(kernel)};
+    });
     backend::gated_delta_kernels.on(x.device(), op)
         .causal_conv1d(current_context(), {xf.data<float>(), wf.data<float>(), conv_state.data<float>(),
                                            out.data<float>(), x.size(0), channels, kernel, activation == "silu"});

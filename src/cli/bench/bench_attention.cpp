@@ -9,7 +9,7 @@
 //
 // Prefill: 8 heads, L = S = 4096, head dim 40, float32, is_causal. FLOPs counted as
 // the causal half of QK^T and PV: 2 * 2 * H * E * L * (L + 1) / 2. Baseline: PyTorch
-// ~0.35 s.
+// ~0.35 s. Then a 512-token GQA prompt in bf16 at head dims 128 and 256 (LLM prefill).
 #include <fmt/core.h>
 
 #include <cstdint>
@@ -89,13 +89,35 @@ void run_prefill(Table& table, bool quick) {
   table.add(row);
 }
 
+// The prompt of an LLM prefill: 512 tokens, is_causal, GQA, bf16 (the KV cache's dtype
+// for bf16 and FP8 weights): Qwen3-30B-A3B's 32 query / 4 KV heads of 128 and
+// Qwen3.5's 16 / 2 of 256. FLOPs as above, the causal half; `of peak` is the fraction
+// of the compute roofline.
+void run_prefill_gqa(Table& table, bool quick, int64_t hq, int64_t hkv, int64_t E) {
+  const int64_t L = 512;
+  const Tensor q = pseudo_random({1, hq, L, E}, DType::BFloat16, 7);
+  const Tensor k = pseudo_random({1, hkv, L, E}, DType::BFloat16, 8);
+  const Tensor v = pseudo_random({1, hkv, L, E}, DType::BFloat16, 9);
+  Row row;
+  row.group = "prefill causal GQA bf16";
+  row.shape = fmt::format("{}q/{}kv L=S={} h{}", hq, hkv, L, E);
+  row.timing =
+      measure([&](int) { scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true, std::nullopt, true); },
+              quick ? 2 : 5, quick ? 0.05 : 0.5);
+  row.flops = 4.0 * hq * E * static_cast<double>(L) * static_cast<double>(L + 1) / 2.0;
+  table.add(row);
+}
+
 const Registrar kRegisterAttention{Suite{
     "attention",
-    "GQA decode attention (32q/8kv, h80, ctx 4096, bf16 and f32 caches) and causal prefill (8h, 4096, h40, f32)",
+    "GQA decode attention (32q/8kv, h80, ctx 4096, bf16 and f32 caches), causal prefill (8h, 4096, h40, f32) and "
+    "512-token GQA prefill (bf16, h128 and h256)",
     [](ThreadPool&, Table& table, bool quick) {
       run_decode(DType::BFloat16, table, quick);
       run_decode(DType::Float32, table, quick);
       run_prefill(table, quick);
+      run_prefill_gqa(table, quick, 32, 4, 128);
+      run_prefill_gqa(table, quick, 16, 2, 256);
     }}};
 
 }  // namespace

@@ -8,7 +8,9 @@
 //
 // u before the block's first token comes from the sequence state (the previous
 // block's last L-1 values of u; zeros at the start), so a prefill split into pieces and
-// token-by-token decode compute the same thing.
+// token-by-token decode compute the same thing. A prompt (T > 1) runs the conv as one
+// causal_conv1d call over all its tokens, which leaves the carried state at the end;
+// a decode token keeps the per-tap elementwise ops.
 #pragma once
 
 #include <cstdint>

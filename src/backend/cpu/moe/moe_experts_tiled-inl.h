@@ -9,7 +9,10 @@
 // gemv-inl.h, so bf16, f16, f32 and FP8 with row or 128x128 block scales read exactly as
 // on the decode path) and feeds each decoded vector to M FMAs, with R * M accumulators.
 // No float32 copy of the weights is made: the decoders' shifts and lookups cost less than
-// writing and re-reading a widened panel (what an sgemm would need).
+// writing and re-reading a widened panel (what an sgemm would need). FP8 is the
+// exception in part: an expert with more than one tile of tokens decodes each 4-row
+// group once into bf16 patterns in L1 (PackedBf16Of), which its tiles unpack for less
+// than the FP8 decode.
 //
 // The phases and their order of operations are the decode kernel's, so the result does
 // not depend on the number of threads either:
@@ -35,6 +38,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/moe/moe_experts-inl.h"
@@ -104,17 +108,77 @@ HWY_INLINE void DotRowsTokens(const typename Dec::T* HWY_RESTRICT w, int64_t ldw
   }
 }
 
+// FP8 rows re-stored once as bf16 patterns, for tiles that read them again and again.
+// Every FP8 decoder yields floats that are bf16 values (e4m3 times 2^-8 has at most 4
+// significant bits and a bf16 exponent), so a decoded vector pair (w0, w1) packs exactly
+// into one vector of 32-bit lanes (w1's high half, w0's high half) and unpacks with a
+// shift and a mask: 3 instructions per 2 vectors against ~8 for the AVX-512 FP8 decode
+// and 14 per 4 for the VBMI table decode, whose register cost also holds its tiles to 2
+// rows (each x vector loaded for 2 FMAs; packed tiles take 4 rows). The packed rows are read 2 vectors a step
+// whatever Dec's step: vectors 2i and 2i+1 of a Dec step are its slots [2iL, 2iL + 2L),
+// so they meet the same x (prepared in Dec's order) and feed each accumulator in the
+// same sequence. Sums are therefore bit-identical to decoding every tile.
+template <class Dec>
+struct PackedBf16Of {
+  static_assert(Dec::kVecs % 2 == 0, "vectors pack in pairs");
+  using T = uint16_t;  // one per weight, in Dec's slot order
+  static constexpr int kVecs = 2;
+  static constexpr bool kPermutesX = Dec::kPermutesX;
+  static constexpr float kDecodedPerReal = Dec::kDecodedPerReal;
+  // A pair of 16-bit patterns is read and written as one 32-bit lane (Highway's loads
+  // and stores copy bytes, so the uint32_t view does not alias the buffer's elements).
+  HWY_INLINE void Load(const T* HWY_RESTRICT p, VF* w) const {
+    const DF df;
+    const hn::RebindToUnsigned<DF> du32;
+    const auto pairs = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(p));
+    w[0] = hn::BitCast(df, hn::ShiftLeft<16>(pairs));
+    w[1] = hn::BitCast(df, hn::And(pairs, hn::Set(du32, 0xFFFF0000u)));
+  }
+  // Packs `rows` rows of K weights (row stride ldw) into out (row stride ld = K rounded
+  // up to whole steps; the tail step decodes through zeros as the tiles' tail does).
+  static void Pack(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, int rows, int64_t K, int64_t ld,
+                   T* HWY_RESTRICT out) {
+    const DF df;
+    const hn::RebindToUnsigned<DF> du32;
+    const Dec dec;
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+    const int64_t step = StepOf<Dec>(df);
+    for (int r = 0; r < rows; ++r) {
+      const typename Dec::T* row = w + r * ldw;
+      T* dst = out + r * ld;
+      for (int64_t k = 0; k < K; k += step) {
+        VF wv[Dec::kVecs];
+        if (k + step <= K) {
+          dec.Load(row + k, wv);
+        } else {
+          LoadTail(dec, row + k, static_cast<size_t>(K - k), wv);
+        }
+        for (int v = 0; v < Dec::kVecs; v += 2) {
+          const auto high = hn::And(hn::BitCast(du32, wv[v + 1]), hn::Set(du32, 0xFFFF0000u));
+          const auto pairs = hn::Or(high, hn::ShiftRight<16>(hn::BitCast(du32, wv[v])));
+          hn::StoreU(pairs, du32, reinterpret_cast<uint32_t*>(dst + k + v * lanes));
+        }
+      }
+    }
+  }
+};
+
 template <class Dec, bool kScaled, bool kBlocked>
 struct MoeTiledKernel {
   using T = typename Dec::T;
   using Base = MoeKernel<Dec, kScaled, kBlocked>;
   // A tile holds R * M accumulators and the R * V decoded weight vectors of one step in
-  // registers (16 + 8 of AVX-512's 32, leaving room for x). Two-vector decoders (bf16,
-  // f16, f32, the AVX2/AVX3 FP8 decodes): 4 rows by 4 tokens, 8 decode instructions of
-  // bf16 per 32 FMAs. The four-vector FP8 table decode costs ~14 instructions per 64
-  // weights, so it gets 2 rows by 8 tokens: 28 per 64 FMAs instead of 56 per 64 at 4 x 4.
+  // registers (16 + 8 of AVX-512's 32, leaving room for x): 4 rows by 4 tokens for the
+  // two-vector decoders (bf16, f16, f32, the AVX2/AVX3 FP8 decodes; 8 decode
+  // instructions of bf16 per 32 FMAs), 2 rows by 4 tokens for the four-vector FP8 table
+  // decode. FP8 experts with more than one tile of tokens pack each row group once
+  // (PackedBf16Of) and run 4 x 4 tiles on it. (Before the packing, the table decode ran
+  // 2 x 8 tiles to spread its ~14 instructions per 64 weights over more tokens; the
+  // packed 4 x 4 tiles were 1.1-1.6x faster at 8-32 tokens per expert, docs/bench.md.)
+  static constexpr bool kPacks = std::is_same_v<T, uint8_t>;
   static constexpr int R = Dec::kVecs <= 2 ? 4 : 2;
-  static constexpr int M = Dec::kVecs <= 2 ? 4 : 8;
+  static constexpr int M = 4;
+  static constexpr int kPackedRows = 4;
   static_assert(kRowsPerPass % R == 0, "a 4-row group is a whole number of tiles");
   static constexpr float kUndoDecode = 1.0f / Dec::kDecodedPerReal;  // a power of two: exact
 
@@ -123,23 +187,43 @@ struct MoeTiledKernel {
   const MoeExpertsArgs& args() const { return base.a; }
   const MoePlan& plan() const { return base.plan; }
 
+  using Packed = PackedBf16Of<Dec>;
+
   // sums[r * m_count + m] = real dot products of rows [n, n + rows) of matrix `m` (cols
-  // wide) with the m_count (<= M) prepared vectors xs.
+  // wide) with the m_count (<= M) prepared vectors xs. With `packed` (not null) the rows
+  // are read from there instead: rows [n, n + rows) packed by Pack with row stride
+  // `packed_ld`.
   void Dot(const ExpertMatrix& mat, int64_t cols, int64_t n, int rows, const float* const* xs, int m_count,
-           float* sums) const {
-    const T* at = static_cast<const T*>(mat.data) + n * mat.row_stride;
+           float* sums, const uint16_t* packed = nullptr, int64_t packed_ld = 0) const {
     const float* block_scale = nullptr;
     if constexpr (kBlocked) block_scale = mat.scale + n / kFp8ScaleBlock * ceil_div(cols, kFp8ScaleBlock);
-    const int64_t K = cols;
-    for (int r0 = 0; r0 < rows; r0 += R) {
+    if constexpr (kPacks) {
+      if (packed != nullptr) {
+        // The packed rows are whole steps, zero past cols, like the tail decode.
+        DotRows<Packed, kPackedRows>(packed, packed_ld, packed_ld, block_scale, rows, xs, m_count, sums);
+        return Unscale(mat, n, rows, m_count, sums);
+      }
+    }
+    DotRows<Dec, R>(static_cast<const T*>(mat.data) + n * mat.row_stride, mat.row_stride, cols, block_scale, rows, xs,
+                 m_count, sums);
+    Unscale(mat, n, rows, m_count, sums);
+  }
+
+  template <class D, int kR>
+  static void DotRows(const typename D::T* at, int64_t ldw, int64_t K, const float* block_scale, int rows,
+                      const float* const* xs, int m_count, float* sums) {
+    for (int r0 = 0; r0 < rows; r0 += kR) {
       float* out = sums + r0 * m_count;
-      if (rows - r0 >= R) {
-        DotTiles<R>(at + r0 * mat.row_stride, mat.row_stride, xs, K, block_scale, m_count, out);
+      if (rows - r0 >= kR) {
+        DotTiles<D, kR>(at + r0 * ldw, ldw, xs, K, block_scale, m_count, out);
       } else {
-        for (int r = r0; r < rows; ++r) DotTiles<1>(at + r * mat.row_stride, 0, xs, K, block_scale, m_count, sums + r * m_count);
+        for (int r = r0; r < rows; ++r) DotTiles<D, 1>(at + r * ldw, 0, xs, K, block_scale, m_count, sums + r * m_count);
         break;
       }
     }
+  }
+
+  static void Unscale(const ExpertMatrix& mat, int64_t n, int rows, int m_count, float* sums) {
     for (int r = 0; r < rows; ++r) {
       float scale = kUndoDecode;
       if constexpr (kScaled && !kBlocked) scale *= mat.scale[n + r];
@@ -148,28 +232,48 @@ struct MoeTiledKernel {
   }
 
   // The tile kernel for m_count (1..kM) tokens.
-  template <int kRows, int kM = M>
-  static void DotTiles(const T* w, int64_t ldw, const float* const* xs, int64_t K, const float* block_scale,
-                       int m_count, float* out) {
+  template <class D, int kRows, int kM = M>
+  static void DotTiles(const typename D::T* w, int64_t ldw, const float* const* xs, int64_t K,
+                       const float* block_scale, int m_count, float* out) {
     if constexpr (kM > 1) {
-      if (m_count < kM) return DotTiles<kRows, kM - 1>(w, ldw, xs, K, block_scale, m_count, out);
+      if (m_count < kM) return DotTiles<D, kRows, kM - 1>(w, ldw, xs, K, block_scale, m_count, out);
     }
-    DotRowsTokens<Dec, kRows, kM, kBlocked>(w, ldw, xs, K, block_scale, out);
+    DotRowsTokens<D, kRows, kM, kBlocked>(w, ldw, xs, K, block_scale, out);
+  }
+
+  // Packs rows [n, n + rows) of `mat` (cols wide) into buf when the expert's slot_count
+  // tokens take more than one tile; returns the packed rows (null when not packed).
+  const uint16_t* MaybePack(const ExpertMatrix& mat, int64_t cols, int64_t n, int rows, int64_t slot_count,
+                            std::vector<uint16_t>& buf, int64_t& ld) const {
+    if constexpr (kPacks) {
+      if (slot_count > M) {
+        ld = ceil_div(cols, base.step) * base.step;
+        buf.resize(static_cast<size_t>(rows * ld));
+        Packed::Pack(static_cast<const T*>(mat.data) + n * mat.row_stride, mat.row_stride, rows, cols, ld,
+                     buf.data());
+        return buf.data();
+      }
+    }
+    return nullptr;
   }
 
   // Gate and up rows [4 g, 4 g + 4) of expert e for every slot routed to it, M slots a tile.
-  void GateUpGroup(int64_t e, int64_t g) const {
+  void GateUpGroup(int64_t e, int64_t g, std::vector<uint16_t>& gate_buf, std::vector<uint16_t>& up_buf) const {
     const SwigluExpert& ex = base.expert(e);
     const int64_t n = g * kRowsPerPass;
     const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, ex.inter - n));
     const int64_t H = args().hidden;
+    const int64_t slot_count = plan().slot_begin[e + 1] - plan().slot_begin[e];
+    int64_t ld = 0;
+    const uint16_t* gate_rows = MaybePack(ex.gate, H, n, rows, slot_count, gate_buf, ld);
+    const uint16_t* up_rows = MaybePack(ex.up, H, n, rows, slot_count, up_buf, ld);
     for (int64_t i = plan().slot_begin[e]; i < plan().slot_begin[e + 1]; i += M) {
       const int count = static_cast<int>(std::min<int64_t>(M, plan().slot_begin[e + 1] - i));
       const float* xs[M];
       for (int m = 0; m < count; ++m) xs[m] = base.xs + plan().token_of(plan().slot_list[i + m]) * base.x_stride;
       float g_sums[kRowsPerPass * M], u_sums[kRowsPerPass * M];
-      Dot(ex.gate, H, n, rows, xs, count, g_sums);
-      Dot(ex.up, H, n, rows, xs, count, u_sums);
+      Dot(ex.gate, H, n, rows, xs, count, g_sums, gate_rows, ld);
+      Dot(ex.up, H, n, rows, xs, count, u_sums, up_rows, ld);
       for (int m = 0; m < count; ++m) {
         const int64_t at = plan().slot_list[i + m] * base.act_stride + n;
         for (int r = 0; r < rows; ++r) {
@@ -181,7 +285,7 @@ struct MoeTiledKernel {
   }
 
   // Output rows [h0, h0 + kDownRows) of every token, into acc [tokens, kDownRows].
-  void DownRows(int64_t h0, float* acc) const {
+  void DownRows(int64_t h0, float* acc, std::vector<uint16_t>& down_buf) const {
     const MoeExpertsArgs& a = args();
     const int64_t rows_here = std::min(kDownRows, a.hidden - h0);
     std::fill(acc, acc + a.tokens * kDownRows, 0.0f);
@@ -189,12 +293,15 @@ struct MoeTiledKernel {
       const SwigluExpert& ex = base.expert(e);
       for (int64_t n = h0; n < h0 + rows_here; n += kRowsPerPass) {
         const int rows = static_cast<int>(std::min<int64_t>(kRowsPerPass, h0 + rows_here - n));
+        int64_t ld = 0;
+        const uint16_t* down_rows = MaybePack(ex.down, ex.inter, n, rows,
+                                              plan().slot_begin[e + 1] - plan().slot_begin[e], down_buf, ld);
         for (int64_t i = plan().slot_begin[e]; i < plan().slot_begin[e + 1]; i += M) {
           const int count = static_cast<int>(std::min<int64_t>(M, plan().slot_begin[e + 1] - i));
           const float* xs[M];
           for (int m = 0; m < count; ++m) xs[m] = base.act + plan().slot_list[i + m] * base.act_stride;
           float sums[kRowsPerPass * M];
-          Dot(ex.down, ex.inter, n, rows, xs, count, sums);
+          Dot(ex.down, ex.inter, n, rows, xs, count, sums, down_rows, ld);
           for (int m = 0; m < count; ++m) {
             const int64_t slot = plan().slot_list[i + m];
             const float weight = plan().weight_of(slot, a);
@@ -220,11 +327,12 @@ struct MoeTiledKernel {
     // prefill sizes, where every piece is many microseconds.
     const int64_t pieces = plan().group_begin.back();
     pool.parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
+      std::vector<uint16_t> gate_buf, up_buf;
       size_t k = std::upper_bound(plan().group_begin.begin(), plan().group_begin.end(), p0) -
                  plan().group_begin.begin() - 1;
       for (int64_t p = p0; p < p1; ++p) {
         while (p >= plan().group_begin[k + 1]) ++k;
-        GateUpGroup(plan().active[k], p - plan().group_begin[k]);
+        GateUpGroup(plan().active[k], p - plan().group_begin[k], gate_buf, up_buf);
       }
     });
     pool.parallel_for(plan().slots, std::max<int64_t>(1, 16384 / base.act_stride), [&](int64_t s0, int64_t s1) {
@@ -232,7 +340,8 @@ struct MoeTiledKernel {
     });
     pool.parallel_for(ceil_div(a.hidden, kDownRows), 1, [&](int64_t i0, int64_t i1) {
       std::vector<float> acc(static_cast<size_t>(a.tokens * kDownRows));
-      for (int64_t i = i0; i < i1; ++i) DownRows(i * kDownRows, acc.data());
+      std::vector<uint16_t> down_buf;
+      for (int64_t i = i0; i < i1; ++i) DownRows(i * kDownRows, acc.data(), down_buf);
     });
   }
 };
