@@ -14,6 +14,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduce.h"
+#include "llm/device_placement.h"
 #include "llm/kv_cache.h"
 #include "llm_model_test_util.h"
 #include "test_util.h"
@@ -128,6 +129,67 @@ TEST_F(LlmVulkan, KvCacheLivesAndIsWrittenOnTheDevice) {
     testing::expect_same_bits(dev.keys(0).narrow(2, 3, 4), cpu.keys(0).narrow(2, 3, 4));
     testing::expect_same_bits(dev.values(0).narrow(2, 3, 4), cpu.values(0).narrow(2, 3, 4));
   }
+}
+
+// LFM2's short-conv mixer (cat, products, the rolling state) runs on the device with the
+// ops it already has: a prompt then decode steps against the CPU block, float32 weights
+// (the same float32 ops on both sides: exact but for products' fused rounding).
+TEST_F(LlmVulkan, ShortConvBlockMatchesCpu) {
+  const int64_t H = 24, taps = 3;
+  llm::ShortConvBlock cpu_block{llm::Linear(randn({3 * H, H}), std::nullopt), llm::Linear(randn({H, H}), std::nullopt),
+                                randn({taps, H}), H};
+  llm::ShortConvBlock dev_block{llm::Linear(cpu_block.in_proj.weight.to(kVulkan), std::nullopt),
+                                llm::Linear(cpu_block.out_proj.weight.to(kVulkan), std::nullopt),
+                                cpu_block.kernel.to(kVulkan), H};
+  const std::vector<llm::MixerKind> mixers = {llm::MixerKind::ShortConv};
+  llm::KvCache cpu_cache(mixers, 1, 2, taps, H, 16, DType::Float32);
+  llm::KvCache dev_cache(mixers, 1, 2, taps, H, 16, DType::Float32, {}, kVulkan);
+  for (int64_t count : {5, 1, 1, 2}) {
+    const Tensor h = randn({count, H});
+    const Tensor expected = cpu_block.forward(h, cpu_cache, 0);
+    const Tensor got = dev_block.forward(h.to(kVulkan), dev_cache, 0);
+    EXPECT_EQ(got.device(), kVulkan);
+    // Linear sums of H = 24 products (in_proj, out_proj) in another order: 2 H eps of
+    // the magnitudes, which randn keeps within ~5 H per sum; then the conv's 3 taps.
+    EXPECT_LE(relative_max_difference(got.to(kCPU), expected), 2 * 2 * H * kEps32 * 8);
+    EXPECT_LE(relative_max_difference(dev_cache.conv_state(0).to(kCPU), cpu_cache.conv_state(0)), 2 * H * kEps32 * 4);
+  }
+}
+
+// Weights that view one allocation (a MoE layer's packed experts, a tied lm_head) stay
+// views of one device allocation, with the same bytes.
+TEST_F(LlmVulkan, WeightsGoUpOnceKeepingSharedAllocations) {
+  const int64_t E = 4, I = 8, H = 16, V = 32;
+  const Tensor gate = randn({E, I, H}).to(DType::BFloat16), up = randn({E, I, H}).to(DType::BFloat16);
+  const Tensor down = randn({E, H, I}).to(DType::BFloat16);
+  llm::DecoderWeights w;
+  w.embedding = randn({V, H});
+  w.final_norm = randn({H});
+  w.lm_head = llm::Linear(w.embedding, std::nullopt);
+  llm::DecoderLayer layer;
+  layer.mixer_norm = randn({H});
+  layer.ffn_norm = randn({H});
+  llm::MoeBlock moe;
+  moe.router = llm::Linear(randn({E, H}), std::nullopt);
+  for (int64_t e = 0; e < E; ++e) moe.experts.experts.push_back({gate.select(0, e), up.select(0, e), down.select(0, e)});
+  layer.moe = moe;
+  w.layers.push_back(layer);
+  const llm::DecoderWeights before = w;
+  llm::move_weights_to_device(w, kVulkan);
+  EXPECT_EQ(w.lm_head.weight.storage(), w.embedding.storage());
+  const auto& experts = w.layers[0].moe->experts.experts;
+  for (int64_t e = 0; e < E; ++e) {
+    EXPECT_EQ(experts[e].gate.storage(), experts[0].gate.storage());
+    EXPECT_EQ(experts[e].down.storage(), experts[0].down.storage());
+    EXPECT_EQ(experts[e].up.device(), kVulkan);
+    testing::expect_same_bits(experts[e].gate, before.layers[0].moe->experts.experts[e].gate);
+    testing::expect_same_bits(experts[e].down, before.layers[0].moe->experts.experts[e].down);
+  }
+  EXPECT_NE(experts[0].gate.storage(), experts[0].up.storage());  // separate allocations stay separate
+  testing::expect_same_bits(w.layers[0].moe->router.weight, before.layers[0].moe->router.weight);
+  testing::expect_same_bits(w.embedding, before.embedding);
+  EXPECT_EQ(w.final_norm.device(), kVulkan);
+  EXPECT_EQ(w.layers[0].mixer_norm.device(), kVulkan);
 }
 
 // Until the device has every kernel a family needs, loading it there is a NotImplemented
