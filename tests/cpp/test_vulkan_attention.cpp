@@ -178,6 +178,9 @@ TEST_F(VulkanAttention, RefusesWhatHasNoKernelAndMixedDevices) {
   const Tensor mask = zeros({4, 4}, DType::Float32);
   expect_error([&] { scaled_dot_product_attention(qd, qd, qd, mask); }, ErrorKind::Runtime,
                "Expected all tensors to be on the same device");
+  // A bool mask becomes a 0 / -inf bias through where, which has no Vulkan kernel yet.
+  const Tensor bool_mask = le(arange(Scalar(4)).unsqueeze(0), arange(Scalar(4)).unsqueeze(1)).to(kVulkan);
+  expect_error([&] { scaled_dot_product_attention(qd, qd, qd, bool_mask); }, ErrorKind::NotImplemented, "where");
   const Tensor wide = uniform_in({1, 1, 2, 1100}, -1, 1, 52, DType::Float32).to(kVulkan);
   expect_error([&] { scaled_dot_product_attention(wide, wide, wide); }, ErrorKind::NotImplemented, "head dims");
   const Tensor f64 = q.to(DType::Float64).to(kVulkan);
