@@ -1,7 +1,7 @@
 // The Vulkan attention kernel against the CPU kernel on the same inputs (the CPU tests
 // hold it to its scalar reference): attention_decode over a KV cache with grouped-query
-// heads (ratios 1..8), head dims 64/128/256, context lengths 1, odd and past one tile of
-// 128 keys, float32/float16/bfloat16 caches; scaled_dot_product_attention with
+// heads (ratios 1..8), head dims 64/128/256, context lengths 1, odd, past one tile of 128
+// keys and past the split into chunks of 256, float32/float16/bfloat16 caches; scaled_dot_product_attention with
 // is_causal, float masks (broadcast over heads, fully masked rows), enable_gqa and
 // strided operands; the errors of what has no Vulkan kernel.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "kiln/generator.h"
 #include "kiln/ops/attention.h"
@@ -77,12 +78,13 @@ TEST_F(VulkanAttention, DecodeAgainstGqaCacheMatchesCpu) {
   uint64_t seed = 1;
   for (DType dt : kDTypes) {
     for (const Shape4& g : shapes) {
-      const int64_t capacity = 301;
+      const int64_t capacity = 1000;
       const Tensor k_cache = uniform_in({g.B, g.Hkv, capacity, g.E}, -1, 1, ++seed, dt);
       const Tensor v_cache = uniform_in({g.B, g.Hkv, capacity, g.E}, -1, 1, ++seed, dt);
       const Tensor q = uniform_in({g.B, g.Hq, g.E}, -1, 1, ++seed, dt);
       const Tensor kd = k_cache.to(kVulkan), vd = v_cache.to(kVulkan), qd = q.to(kVulkan);
-      for (int64_t len : {int64_t{1}, int64_t{37}, int64_t{128}, int64_t{129}, int64_t{301}}) {
+      // Past 256 keys a decode step splits its keys over work groups (1 chunk, 2, 4).
+      for (int64_t len : {int64_t{1}, int64_t{37}, int64_t{128}, int64_t{129}, int64_t{301}, int64_t{1000}}) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + " B=" + std::to_string(g.B) + " Hq=" + std::to_string(g.Hq) +
                      " Hkv=" + std::to_string(g.Hkv) + " E=" + std::to_string(g.E) + " len=" + std::to_string(len));
         const Tensor expected = attention_decode(q, k_cache, v_cache, len);
@@ -113,9 +115,10 @@ TEST_F(VulkanAttention, DecodeWithExplicitScaleAndStridedCache) {
 
 TEST_F(VulkanAttention, PrefillCausalAndMasksMatchCpu) {
   for (DType dt : kDTypes) {
-    for (int64_t L : {int64_t{1}, int64_t{5}, int64_t{130}}) {
-      const int64_t S = L + 3, E = 64, Hq = 4, Hkv = 2;
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " L=" + std::to_string(L));
+    // Few queries over many keys (2 x 700) take the split path: chunks of keys merged.
+    for (const auto& [L, S] : {std::pair<int64_t, int64_t>{1, 4}, {5, 8}, {130, 133}, {2, 700}}) {
+      const int64_t E = 64, Hq = 4, Hkv = 2;
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " L=" + std::to_string(L) + " S=" + std::to_string(S));
       const Tensor q = uniform_in({1, Hq, L, E}, -1, 1, 21, dt);
       const Tensor k = uniform_in({1, Hkv, S, E}, -1, 1, 22, dt);
       const Tensor v = uniform_in({1, Hkv, S, E}, -1, 1, 23, dt);

@@ -4,8 +4,9 @@
 // scaled_dot_product_attention and attention_decode, which is what the LLM runtime's
 // decode step runs against the device KV cache. The per-row element offsets (broadcast
 // batches, grouped-query heads) go up to the device as one small uint32 table with the
-// kernel, as the index kernels send their rows: no host wait. Dropout and float64 have
-// no Vulkan kernel.
+// kernel, as the index kernels send their rows: no host wait. A decode step over a long
+// context splits its keys over several work groups and merges them in a second pass.
+// Dropout and float64 have no Vulkan kernel.
 #include <algorithm>
 #include <cstdint>
 
@@ -21,6 +22,13 @@ constexpr const char* kOp = "scaled_dot_product_attention";
 // shaders/attention.comp: head dims of q and k up to kMaxDim, of v up to 128 * 8.
 constexpr int64_t kMaxDim = 1024;
 constexpr int64_t kMaxValueDim = 128 * 8;
+// Split attention (shaders/attention.comp SPLIT, then attention_merge.comp): when fewer
+// (row, query) pairs than kFewItems meet more than kChunkKeys keys, the keys are cut
+// into chunks of kChunkKeys (two tiles of the shader's 128) so a decode step over a long
+// context gives a GPU rows x chunks work groups instead of one per query head.
+constexpr int64_t kFewItems = 128;
+constexpr int64_t kChunkKeys = 256;
+constexpr int64_t kMaxChunks = 256;
 
 // Elements from a row's first to one past the last it reads: [n, width] with row stride
 // `stride` (0 when n == 0).
@@ -89,18 +97,40 @@ void attention(const ExecutionContext&, const backend::AttentionProblem& p) {
   const Binding off = bind(device_offsets, kOp);
 
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const int64_t chunks = items < kFewItems ? std::min(kMaxChunks, (p.S + kChunkKeys - 1) / kChunkKeys) : 1;
+  const bool split = chunks > 1;
+  // Split: float32 [items * chunks][2 + Ev] partial results (max, sum, accumulator).
+  Tensor partials;
+  if (split) {
+    int64_t n = 0;
+    KILN_CHECK(checked_mul(items * chunks, 2 + p.Ev, &n), kOp, "size overflow");
+    partials = Tensor::empty({n}, DType::Float32, kVulkan, kOp);
+  }
+  const Binding part = split ? bind(partials, kOp) : out;
   struct {
     uint32_t rows, L, S, E, Ev, q_stride_l, k_stride_s, v_stride_s, bias_stride_l, bias_stride_s;
     uint32_t out_first, q_first, k_first, v_first, bias_first, off_first;
     float scale;
+    uint32_t chunks, chunk_keys;
   } push{u32(p.rows),       u32(p.L),          u32(p.S),          u32(p.E),
          u32(p.Ev),         u32(p.q_stride_l), u32(p.k_stride_s), u32(p.v_stride_s),
          u32(p.bias != nullptr ? p.bias_stride_l : 0), u32(p.bias != nullptr ? p.bias_stride_s : 0),
          out.first,         q.first,           k.first,           v.first,
-         bias.first,        off.first,         static_cast<float>(p.scale)};
-  const uint32_t spec[] = {dtype_code(p.dtype), p.bias != nullptr ? 1u : 0u, p.causal ? 1u : 0u};
-  const auto grid = grid_for(items, 1, kOp);
-  dispatch(kOp, "attention", spec, {out, q, k, v, bias, off}, &push, sizeof(push), grid[0], grid[1]);
+         bias.first,        off.first,         static_cast<float>(p.scale),
+         u32(chunks),       u32(kChunkKeys)};
+  const uint32_t spec[] = {dtype_code(p.dtype), p.bias != nullptr ? 1u : 0u, p.causal ? 1u : 0u, split ? 1u : 0u};
+  const auto grid = grid_for(items * chunks, 1, kOp);
+  // The partials' binding starts at the buffer's aligned offset, which is where the
+  // shader indexes from (a fresh allocation's first element is 0 of its binding).
+  KILN_CHECK(!split || part.first == 0, kOp, "unaligned scratch memory");
+  dispatch(kOp, "attention", spec, {out, q, k, v, bias, off, part}, &push, sizeof(push), grid[0], grid[1]);
+  if (!split) return;
+  struct {
+    uint32_t items, Ev, chunks, out_first;
+  } merge{u32(items), u32(p.Ev), u32(chunks), out.first};
+  const uint32_t merge_spec[] = {dtype_code(p.dtype)};
+  const auto merge_grid = grid_for(items, 1, kOp);
+  dispatch(kOp, "attention_merge", merge_spec, {out, part}, &merge, sizeof(merge), merge_grid[0], merge_grid[1]);
 }
 
 const bool registered = [] {

@@ -9,6 +9,11 @@
 // operands through a table of element offsets (q, k, v, bias per row), so broadcast
 // batches and grouped-query heads cost nothing here. A row whose every key is hidden
 // comes out as zeros, and NaN or +inf scores give a NaN row, as on the CPU.
+//
+// SPLIT (decode over a long context, where (row, query) pairs alone are too few work
+// groups to fill a GPU): the keys are cut into chunks of chunk_keys, a work group per
+// (row, query, chunk) leaves its running max, sum and unnormalised accumulator in
+// `part`, and attention_merge.comp combines the chunks.
 #version 450
 #include "common.glsl"
 #include "reduce.glsl"
@@ -22,6 +27,7 @@ layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint DT = DT_F32;
 layout(constant_id = 1) const uint HAS_BIAS = 0;
 layout(constant_id = 2) const uint CAUSAL = 0;
+layout(constant_id = 3) const uint SPLIT = 0;
 
 KILN_BUFFER(0, out_, writeonly)
 KILN_BUFFER(1, q_, readonly)
@@ -29,6 +35,8 @@ KILN_BUFFER(2, k_, readonly)
 KILN_BUFFER(3, v_, readonly)
 KILN_BUFFER(4, bias_, readonly)
 KILN_BUFFER(5, off_, readonly)
+// SPLIT: float32 [rows * L * chunks][2 + Ev] = max, sum, accumulator per chunk.
+layout(binding = 6, std430) writeonly buffer Part { float part[]; };
 KILN_LOAD_FLOAT(q_)
 KILN_LOAD_FLOAT(k_)
 KILN_LOAD_FLOAT(v_)
@@ -53,14 +61,18 @@ layout(push_constant, std430) uniform Push {
   uint bias_first;
   uint off_first;  // offsets: uint32 [rows][4] = q, k, v, bias element offsets
   float scale;
+  uint chunks;      // SPLIT: chunks per (row, query), else 1
+  uint chunk_keys;  // SPLIT: keys per chunk (a multiple of LOCAL)
 } pc;
 
 shared float q_s[MAX_DIM];
 shared float p_s[LOCAL];
 
 void main() {
-  const uint item = group_row();
-  if (item >= pc.rows * pc.L) return;  // whole groups only: the barriers stay uniform
+  const uint group = group_row();
+  if (group >= pc.rows * pc.L * pc.chunks) return;  // whole groups only: the barriers stay uniform
+  const uint item = group / pc.chunks;
+  const uint chunk = group % pc.chunks;
   const uint r = item / pc.L;
   const uint i = item % pc.L;
   const uint t = gl_LocalInvocationID.x;
@@ -78,8 +90,10 @@ void main() {
   float acc[ACC_PER_THREAD];
   [[unroll]] for (uint c = 0u; c < ACC_PER_THREAD; ++c) acc[c] = 0.0;
 
-  const uint key_end = CAUSAL != 0u ? min(pc.S, i + 1u) : pc.S;
-  for (uint j0 = 0u; j0 < key_end; j0 += LOCAL) {
+  const uint visible = CAUSAL != 0u ? min(pc.S, i + 1u) : pc.S;
+  const uint key_begin = SPLIT != 0u ? min(chunk * pc.chunk_keys, visible) : 0u;
+  const uint key_end = SPLIT != 0u ? min(key_begin + pc.chunk_keys, visible) : visible;
+  for (uint j0 = key_begin; j0 < key_end; j0 += LOCAL) {
     const uint j = j0 + t;
     float s = neg_inf;
     if (j < key_end) {
@@ -108,6 +122,19 @@ void main() {
     barrier();  // p_s is rewritten by the next tile
   }
 
+  if (SPLIT != 0u) {
+    const uint base = group * (2u + pc.Ev);
+    if (t == 0u) {
+      part[base] = m;
+      part[base + 1u] = l;
+    }
+    [[unroll]] for (uint c = 0u; c < ACC_PER_THREAD; ++c) {
+      const uint e = t + c * LOCAL;
+      if (e >= pc.Ev) break;
+      part[base + 2u + e] = acc[c];
+    }
+    return;
+  }
   // l == 0: every key was hidden (zeros); a NaN l gives NaN, as the CPU kernels do.
   const bool hidden = l == 0.0;
   const float inv = hidden ? 0.0 : 1.0 / l;
