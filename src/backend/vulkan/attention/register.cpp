@@ -3,15 +3,20 @@
 // (the front end's form of every mask) and top-left is_causal. It serves
 // scaled_dot_product_attention and attention_decode, which is what the LLM runtime's
 // decode step runs against the device KV cache. The per-row element offsets (broadcast
-// batches, grouped-query heads) go up to the device as one small uint32 table with the
-// kernel, as the index kernels send their rows: no host wait. A decode step over a long
+// batches, grouped-query heads) go up to the device as one small uint32 table, once per
+// distinct table and stream (then reused): no host wait. A decode step over a long
 // context splits its keys over several work groups and merges them in a second pass.
 // Dropout and float64 have no Vulkan kernel.
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "backend/attention.h"
 #include "backend/vulkan/vk_kernels.h"
+#include "core/device_runtime.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
 
@@ -29,6 +34,35 @@ constexpr int64_t kMaxValueDim = 128 * 8;
 constexpr int64_t kFewItems = 128;
 constexpr int64_t kChunkKeys = 256;
 constexpr int64_t kMaxChunks = 256;
+
+// The row-offset tables recently sent, kept on the device per stream: every layer of a
+// decode step (and every step) sends the same table, so it goes up once instead of once
+// per call. Keyed by stream too: an upload recorded on one stream is not ordered before
+// another stream's kernels. Bounded; the tables are a few hundred bytes.
+class OffsetTables {
+ public:
+  Tensor get(const std::vector<int32_t>& table) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Key key{current_vulkan_stream(), table};
+    auto it = tables_.find(key);
+    if (it != tables_.end()) return it->second;
+    if (tables_.size() >= kMaxTables) tables_.clear();
+    Tensor host = Tensor::empty({static_cast<int64_t>(table.size())}, DType::Int32);
+    std::copy(table.begin(), table.end(), host.data<int32_t>());
+    return tables_.emplace(key, host.to(kVulkan)).first->second;
+  }
+
+ private:
+  static constexpr size_t kMaxTables = 64;
+  using Key = std::pair<int, std::vector<int32_t>>;
+  std::mutex mutex_;
+  std::map<Key, Tensor> tables_;
+};
+
+OffsetTables& offset_tables() {
+  static auto* tables = new OffsetTables();  // lives as long as the device (never torn down before it)
+  return *tables;
+}
 
 // Elements from a row's first to one past the last it reads: [n, width] with row stride
 // `stride` (0 when n == 0).
@@ -79,8 +113,7 @@ void attention(const ExecutionContext&, const backend::AttentionProblem& p) {
     bias_reach = reach(p.bias_offset, p.rows, extent);
   }
 
-  Tensor offsets = Tensor::empty({p.rows, 4}, DType::Int32);
-  int32_t* o = offsets.data<int32_t>();
+  std::vector<int32_t> o(static_cast<size_t>(p.rows) * 4);
   for (int64_t r = 0; r < p.rows; ++r) {
     // reach() bounded every offset by a binding's extent, which bind_raw keeps < 2^31.
     o[4 * r] = static_cast<int32_t>(p.q_offset[r]);
@@ -93,7 +126,7 @@ void attention(const ExecutionContext&, const backend::AttentionProblem& p) {
   const Binding k = bind_raw(p.k, p.dtype, k_reach, kOp);
   const Binding v = bind_raw(p.v, p.dtype, v_reach, kOp);
   const Binding bias = p.bias != nullptr ? bind_raw(p.bias, DType::Float32, bias_reach, kOp) : q;
-  const Tensor device_offsets = offsets.to(kVulkan);
+  const Tensor device_offsets = offset_tables().get(o);
   const Binding off = bind(device_offsets, kOp);
 
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
