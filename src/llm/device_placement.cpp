@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/error.h"
+#include "kiln/ops/shape.h"
 
 namespace kiln::llm {
 namespace {
@@ -38,10 +39,27 @@ class Placer {
       if (*t) out.push_back(&**t);
     }
   }
-  // Every tensor of the experts at once: views of one allocation stay one allocation.
+  // Every tensor of the experts at once: views of one allocation stay one allocation. A
+  // device's expert kernels read each projection as one tensor at a constant stride per
+  // expert; a projection whose experts are not laid out so on the host (separate tensors
+  // of an as-stored checkpoint) is stacked into one [E, ...] tensor on the way up.
   void move(MoeExperts& e) {
     std::vector<Tensor*> all;
-    for (SwigluWeights& w : e.experts) move(w, all);
+    for (Tensor SwigluWeights::*field : {&SwigluWeights::gate, &SwigluWeights::up, &SwigluWeights::down}) {
+      std::vector<Tensor*> projection;
+      for (SwigluWeights& w : e.experts) projection.push_back(&(w.*field));
+      if (!stride_stacked(projection)) stack_up(projection);
+      all.insert(all.end(), projection.begin(), projection.end());
+    }
+    using Scale = std::optional<Tensor> SwigluWeights::*;
+    for (Scale field : {&SwigluWeights::gate_scale, &SwigluWeights::up_scale, &SwigluWeights::down_scale}) {
+      std::vector<Tensor*> projection;
+      for (SwigluWeights& w : e.experts) {
+        if (w.*field) projection.push_back(&*(w.*field));
+      }
+      if (projection.size() == e.experts.size() && !stride_stacked(projection)) stack_up(projection);
+      all.insert(all.end(), projection.begin(), projection.end());
+    }
     move_together(all);
   }
   void move(std::optional<SharedExpert>& s) {
@@ -89,6 +107,31 @@ class Placer {
   Tensor* find_moved(const Tensor& t) {
     auto it = moved_.find(key_of(t));
     return it == moved_.end() ? nullptr : &it->second;
+  }
+
+  // Whether the tensors view one storage with one geometry, each a fixed number of
+  // elements after the one before (a stacked or fused layout).
+  static bool stride_stacked(const std::vector<Tensor*>& ts) {
+    if (ts.size() < 2) return true;
+    const Tensor& a = *ts[0];
+    const int64_t step = ts[1]->storage_offset() - a.storage_offset();
+    for (size_t i = 1; i < ts.size(); ++i) {
+      const Tensor& t = *ts[i];
+      if (t.storage() != a.storage() || t.sizes() != a.sizes() || t.strides() != a.strides() ||
+          t.dtype() != a.dtype() || t.storage_offset() - ts[i - 1]->storage_offset() != step) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Stacks the tensors (of one shape and dtype) into one [n, ...] tensor on the device;
+  // each becomes its slice.
+  void stack_up(const std::vector<Tensor*>& ts) {
+    std::vector<Tensor> host;
+    for (Tensor* t : ts) host.push_back(*t);
+    const Tensor up = stack(host, 0).to(device_);
+    for (size_t i = 0; i < ts.size(); ++i) *ts[i] = up.select(0, static_cast<int64_t>(i));
   }
 
   // One device allocation holding bytes [span.begin, span.end) of the tensors' storage;

@@ -174,6 +174,12 @@ TEST_F(LlmVulkan, WeightsGoUpOnceKeepingSharedAllocations) {
   for (int64_t e = 0; e < E; ++e) moe.experts.experts.push_back({gate.select(0, e), up.select(0, e), down.select(0, e)});
   layer.moe = moe;
   w.layers.push_back(layer);
+  // Experts as separate tensors (an as-stored checkpoint's per-expert matrices): stacked
+  // into one tensor per projection on the way up.
+  for (int64_t e = 0; e < E; ++e) {
+    layer.moe->experts.experts[e] = {randn({I, H}), randn({I, H}), randn({H, I}), randn({I}), randn({I}), randn({H})};
+  }
+  w.layers.push_back(layer);
   const llm::DecoderWeights before = w;
   llm::move_weights_to_device(w, kVulkan);
   EXPECT_EQ(w.lm_head.weight.storage(), w.embedding.storage());
@@ -186,6 +192,15 @@ TEST_F(LlmVulkan, WeightsGoUpOnceKeepingSharedAllocations) {
     testing::expect_same_bits(experts[e].down, before.layers[0].moe->experts.experts[e].down);
   }
   EXPECT_NE(experts[0].gate.storage(), experts[0].up.storage());  // separate allocations stay separate
+  const auto& separate = w.layers[1].moe->experts.experts;
+  const auto& separate_before = before.layers[1].moe->experts.experts;
+  for (int64_t e = 0; e < E; ++e) {
+    EXPECT_EQ(separate[e].up.storage(), separate[0].up.storage());
+    EXPECT_EQ(separate[e].down_scale->storage(), separate[0].down_scale->storage());
+    EXPECT_EQ(separate[e].gate.storage_offset() - separate[0].gate.storage_offset(), e * I * H);
+    testing::expect_same_bits(separate[e].up, separate_before[e].up);
+    testing::expect_same_bits(*separate[e].gate_scale, *separate_before[e].gate_scale);
+  }
   testing::expect_same_bits(w.layers[0].moe->router.weight, before.layers[0].moe->router.weight);
   testing::expect_same_bits(w.embedding, before.embedding);
   EXPECT_EQ(w.final_norm.device(), kVulkan);
