@@ -66,6 +66,10 @@ struct LoadOptions {
   // One-token forwards through the fused decode blocks (kiln/ops/decode_block.h) where
   // the device has them; false runs the unfused ops (same numbers; for comparisons).
   bool fused_decode = true;
+  // Where the model runs: the weights go up once at load, the KV cache and other
+  // per-sequence state live there, and forward returns the logits on the CPU. A device
+  // without a kernel for an op the model needs fails the load (NotImplemented).
+  Device device = kCPU;
 };
 
 // How far FP8 quantisation at load moved the weights: per quantised tensor the relative
@@ -97,6 +101,7 @@ struct ModelInfo {
   int64_t resident_weight_bytes = 0;  // bytes of every weight and scale the model holds
   double load_seconds = 0.0;
   std::optional<Fp8QuantizationReport> fp8_quantization;  // when WeightFormat::Fp8 quantised anything
+  Device device = kCPU;  // where the weights and the per-sequence state live
 };
 
 // One loaded model with the state of one sequence (KV cache, short-conv state).

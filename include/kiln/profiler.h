@@ -32,6 +32,9 @@ struct PhaseRecord {
   std::string phase;
   double seconds = 0;  // wall time inside the phase's scopes
   int64_t tokens = 0;  // tokens the phase processed (PhaseScope::add_tokens)
+  // The Vulkan queue inside the phase's scopes (kiln/vulkan.h vulkan_queue_stats; zero
+  // without a device): commands recorded, command-buffer submits, host waits.
+  int64_t device_commands = 0, device_submits = 0, device_waits = 0;
 };
 
 struct Report {
@@ -65,6 +68,7 @@ class PhaseScope {
   const char* outer_;
   int64_t start_ns_;
   int64_t tokens_ = 0;
+  int64_t start_commands_ = 0, start_submits_ = 0, start_waits_ = 0;  // device queue at the start
 };
 
 }  // namespace kiln::profiler

@@ -124,15 +124,17 @@ class Model:
         return result if return_details else result["text"]
 
 
-def load(path, dtype="as-stored", *, max_context=0, cache_dtype=None):
+def load(path, dtype="as-stored", *, max_context=0, cache_dtype=None, device=None):
     """Loads a Hugging Face folder (config.json, *.safetensors, tokenizer.json).
 
     dtype: "as-stored" (zero-copy), "bf16", "f32", or "fp8" (linear and expert weights
     quantised to float8_e4m3fn with per-row scales while loading). max_context: tokens
     the KV cache holds (0: the model's limit, at most 4096). cache_dtype: kiln.float32 or
-    kiln.bfloat16 (default follows the weights).
+    kiln.bfloat16 (default follows the weights). device: "cpu" (default) or "vulkan" (a
+    name or a kiln.device): the weights go up once and the KV cache lives there; a model
+    needing an op the device lacks raises NotImplementedError naming it.
     """
-    return Model(_kiln._LlmModel.load(str(path), dtype, max_context, cache_dtype))
+    return Model(_kiln._LlmModel.load(str(path), dtype, max_context, cache_dtype, device))
 
 
 def make_model(out_dir, arch="qwen3_moe", preset="tiny", *, layers=None, fp8=False, seed=0):

@@ -49,6 +49,7 @@ py::dict info_dict(const llm::ModelInfo& i) {
   d["parameter_count"] = i.parameter_count;
   d["resident_weight_bytes"] = i.resident_weight_bytes;
   d["load_seconds"] = i.load_seconds;
+  d["device"] = i.device.str();
   if (i.fp8_quantization.has_value()) {
     py::dict q;
     q["tensors"] = i.fp8_quantization->tensors;
@@ -76,14 +77,19 @@ void bind_llm(py::module_& m) {
   }, py::arg("out_dir"), py::arg("arch"), py::arg("preset"), py::arg("layers"), py::arg("fp8"), py::arg("seed"));
   py::class_<llm::Model, std::unique_ptr<llm::Model>>(m, "_LlmModel")
       .def_static("load", [](const std::string& dir, const std::string& dtype, int64_t max_context,
-                             const py::object& cache_dtype) {
+                             const py::object& cache_dtype, const py::object& device) {
         llm::LoadOptions o;
         o.weights = llm::weight_format_from_name(dtype);
         o.max_context = max_context;
         if (!cache_dtype.is_none()) o.cache_dtype = to_dtype(cache_dtype);
+        if (!device.is_none()) {
+          o.device = py::isinstance<py::str>(device) ? device_from_string(device.cast<std::string>())
+                                                     : device.cast<Device>();
+        }
         py::gil_scoped_release release;
         return llm::Model::load(dir, o);
-      }, py::arg("path"), py::arg("dtype"), py::arg("max_context"), py::arg("cache_dtype"))
+      }, py::arg("path"), py::arg("dtype"), py::arg("max_context"), py::arg("cache_dtype"),
+         py::arg("device") = py::none())
       .def("forward", [](llm::Model& model, const py::object& ids, bool all_logits) {
         const std::vector<int32_t> tokens = to_ids(ids);
         py::gil_scoped_release release;

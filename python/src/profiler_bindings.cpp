@@ -54,7 +54,10 @@ void bind_profiler(py::module_& m) {
   py::class_<profiler::PhaseRecord>(p, "PhaseRecord")
       .def_readonly("phase", &profiler::PhaseRecord::phase)
       .def_readonly("seconds", &profiler::PhaseRecord::seconds)
-      .def_readonly("tokens", &profiler::PhaseRecord::tokens);
+      .def_readonly("tokens", &profiler::PhaseRecord::tokens)
+      .def_readonly("device_commands", &profiler::PhaseRecord::device_commands)
+      .def_readonly("device_submits", &profiler::PhaseRecord::device_submits)
+      .def_readonly("device_waits", &profiler::PhaseRecord::device_waits);
   py::class_<profiler::Report>(p, "Report")
       .def_readonly("ops", &profiler::Report::ops)
       .def_readonly("phases", &profiler::Report::phases)

@@ -21,6 +21,7 @@
 #include "kiln/llm.h"
 #include "kiln/profiler.h"
 #include "kiln/runtime.h"
+#include "kiln/vulkan.h"
 
 namespace kiln::cli {
 
@@ -39,6 +40,7 @@ struct RunOptions {
   llm::SamplingParams sampling;
   bool no_probe = false;
   bool profile = false;
+  std::string device = "cpu";
 };
 
 double gib(double bytes) { return bytes / double(1 << 30); }
@@ -88,8 +90,10 @@ int run(const RunOptions& o) {
   if (!o.cache_dtype.empty()) load.cache_dtype = parse_cache_dtype(o.cache_dtype);
   load.max_context = o.max_context;
   load.progress = show_progress;
+  load.device = device_from_string(o.device);
   const std::unique_ptr<llm::Model> model = llm::Model::load(o.model_dir, load);
   const llm::ModelInfo& info = model->info();
+  if (info.device != kCPU) fmt::print(stderr, "device: {} (weights and per-sequence state)\n", info.device.str());
   fmt::print(stderr, "model: {} ({}), {} layers, {} experts (top {}), {:.2f} B parameters, weights {} ({:.2f} GiB)\n",
              info.model_type, info.arch, info.num_layers, info.num_experts, info.experts_per_token,
              info.parameter_count / 1e9, info.weight_dtypes, gib(static_cast<double>(info.resident_weight_bytes)));
@@ -115,7 +119,9 @@ int run(const RunOptions& o) {
     return true;
   };
   if (o.profile) profiler::start();
+  const VulkanQueueStats queue_before = vulkan_queue_stats();
   const llm::GenerateResult r = llm::generate(*model, o.prompt, gen);
+  const VulkanQueueStats queue_after = vulkan_queue_stats();
   const profiler::Report profile = o.profile ? profiler::stop() : profiler::Report{};
   fmt::print("\n");
   std::fflush(stdout);
@@ -133,6 +139,12 @@ int run(const RunOptions& o) {
                decode_steps, r.decode_seconds, decode_steps / r.decode_seconds, gbps);
   } else {
     fmt::print(stderr, "decode: no decode steps (one token or none generated)\n");
+  }
+  if (info.device.type == DeviceType::Vulkan) {
+    // --profile splits these by phase and per token.
+    fmt::print(stderr, "vulkan: {} commands in {} submits, {} host waits (prefill and decode)\n",
+               queue_after.commands - queue_before.commands, queue_after.submits - queue_before.submits,
+               queue_after.waits - queue_before.waits);
   }
   double roofline_gbps = 0;
   if (!o.no_probe && (o.profile || (decode_steps > 0 && r.decode_seconds > 0))) {
@@ -186,6 +198,7 @@ void register_run_command(CLI::App& app, CommandList& commands) {
   cmd->add_option("--repetition-penalty", o->sampling.repetition_penalty, "Penalty for repeated tokens (1 = off)")
       ->check(CLI::Range(0.01, 100.0));
   add_seed_option(*cmd, o->sampling.seed, "Sampling seed (default 0)");
+  cmd->add_option("--device", o->device, "Where the model runs: cpu (default) or vulkan (docs/gpu.md)");
   cmd->add_flag("--no-roofline", o->no_probe, "Skip the memory-bandwidth probe after generation");
   cmd->add_flag("--profile", o->profile,
                 "Print each op's time, bytes, GB/s and share of prefill and of decode, and the time between kernels");

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/op_profile.h"
+#include "kiln/vulkan.h"
 
 namespace kiln::profiler {
 
@@ -45,6 +46,7 @@ struct PhaseTotals {
   int64_t ns = 0;
   int64_t tokens = 0;
   int order = 0;
+  int64_t device_commands = 0, device_submits = 0, device_waits = 0;
 };
 
 struct Records {
@@ -105,7 +107,8 @@ Report stop() {
   }
   Report report;
   for (const auto& [name, p] : r.phases) {
-    report.phases.push_back({name, static_cast<double>(p.ns) * 1e-9, p.tokens});
+    report.phases.push_back(
+        {name, static_cast<double>(p.ns) * 1e-9, p.tokens, p.device_commands, p.device_submits, p.device_waits});
   }
   std::sort(report.phases.begin(), report.phases.end(), [&](const PhaseRecord& a, const PhaseRecord& b) {
     return r.phases.at(a.phase).order < r.phases.at(b.phase).order;
@@ -129,6 +132,11 @@ Report stop() {
 
 PhaseScope::PhaseScope(const char* phase) : phase_(phase), outer_(t_phase), start_ns_(detail::now_ns()) {
   t_phase = phase;
+  if (!enabled()) return;
+  const VulkanQueueStats q = vulkan_queue_stats();
+  start_commands_ = q.commands;
+  start_submits_ = q.submits;
+  start_waits_ = q.waits;
 }
 
 PhaseScope::~PhaseScope() {
@@ -141,6 +149,10 @@ PhaseScope::~PhaseScope() {
   if (inserted) it->second.order = static_cast<int>(r.phases.size());
   it->second.ns += ns;
   it->second.tokens += tokens_;
+  const VulkanQueueStats q = vulkan_queue_stats();
+  it->second.device_commands += q.commands - start_commands_;
+  it->second.device_submits += q.submits - start_submits_;
+  it->second.device_waits += q.waits - start_waits_;
 }
 
 std::string Report::format(double roofline_gbps, double peak_gflops) const {
@@ -165,6 +177,14 @@ std::string Report::format(double roofline_gbps, double peak_gflops) const {
                          static_cast<double>(phase.tokens) / total_s);
     }
     out += "\n";
+    if (phase.device_commands > 0 || phase.device_waits > 0) {
+      // What batched submission costs the host: submits and waits per token.
+      const double per = phase.tokens > 0 ? 1.0 / static_cast<double>(phase.tokens) : 1.0;
+      out += fmt::format("  vulkan: {:.1f} commands, {:.2f} submits, {:.2f} host waits {}\n",
+                         static_cast<double>(phase.device_commands) * per,
+                         static_cast<double>(phase.device_submits) * per,
+                         static_cast<double>(phase.device_waits) * per, phase.tokens > 0 ? "per token" : "in all");
+    }
     out += fmt::format("  {:<30} {:>8} {:>11} {:>7} {:>11} {:>9} {:>9} {:>9} {:>8}\n", "op", "calls", "time",
                        "share", "per token", "GB/s", "of roof", "GFLOP/s", "of peak");
     const auto row = [&](const std::string& op, int64_t calls, double s, double bytes, double flops) {

@@ -12,7 +12,20 @@
 namespace kiln::llm {
 namespace {
 constexpr const char* kForward = "Model.forward";
+
+// float32 [T, H] rows of the table for `ids` (CPU int64, already checked against the
+// vocabulary). On another device one token is a view of its row, so a decode step reads
+// no index back to the host (embedding checks its indices there, a wait); a prompt pays
+// that one wait.
+Tensor embed_tokens(const Tensor& table, const Tensor& ids) {
+  if (table.device() == kCPU) return embedding(table, ids).to(DType::Float32);
+  if (ids.numel() == 1) {
+    const Tensor row = table.narrow(0, ids.data<int64_t>()[0], 1);
+    return row.dtype() == DType::Float32 ? row.clone() : row.to(DType::Float32);  // never the table itself
+  }
+  return embedding(table, ids.to(table.device())).to(DType::Float32);
 }
+}  // namespace
 
 void check_layer_plan(const ModelConfig& c) {
   constexpr const char* op = "load model";
@@ -216,7 +229,8 @@ Tensor DecoderModel::forward_locked(std::span<const int32_t> tokens, bool all_lo
     id_data[t] = tokens[t];
   }
 
-  Tensor x = embedding(weights_.embedding, ids).to(DType::Float32);  // a fresh [T, H] tensor
+  const Device device = weights_.embedding.device();
+  Tensor x = embed_tokens(weights_.embedding, ids);  // a fresh float32 [T, H] tensor
   RopeTables rope;
   if (has_attention_ && !(count == 1 && every_attention_fused_)) {
     // Partial rotary (Qwen3-Next, Qwen3.5): tables of rotary_dim / 2 angles turn only the
@@ -225,6 +239,7 @@ Tensor DecoderModel::forward_locked(std::span<const int32_t> tokens, bool all_lo
     const int64_t rotary_dim = config_.rotary_dim > 0 ? config_.rotary_dim : config_.head_dim;
     rope = rope_cos_sin(arange(Scalar(position_), Scalar(position_ + count)), rotary_dim, config_.rope_theta,
                         DType::Float32);
+    if (device != kCPU) rope = {rope.cos.to(device), rope.sin.to(device)};  // tables built here, used there
   }
   for (int64_t i = 0; i < static_cast<int64_t>(weights_.layers.size()); ++i) {
     const DecoderLayer& layer = weights_.layers[i];
@@ -250,7 +265,8 @@ Tensor DecoderModel::forward_locked(std::span<const int32_t> tokens, bool all_lo
   Tensor rows = all_logits ? x : x.narrow(0, count - 1, 1);
   Tensor logits = weights_.lm_head(rms_norm_layer(rows, weights_.final_norm)).to(DType::Float32);
   position_ += count;
-  return logits;
+  // The one wait of a step on a device: the sampler reads the logits on the CPU.
+  return logits.device() == kCPU ? logits : logits.to(kCPU);
 }
 
 }  // namespace kiln::llm

@@ -12,6 +12,13 @@ namespace {
 
 constexpr const char* kOp = "KvCache";
 
+// float32 zeros on `device` (the fixed states start a sequence from zero history).
+Tensor zeros_on(Device device, const Shape& sizes) {
+  Tensor t = Tensor::empty(sizes, DType::Float32, device, kOp);
+  t.zero_();
+  return t;
+}
+
 }  // namespace
 
 int64_t check_kv_cache_fits(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim,
@@ -60,7 +67,8 @@ int64_t check_kv_cache_fits(const std::vector<MixerKind>& mixers, int64_t kv_hea
 }
 
 KvCache::KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim, int64_t conv_kernel,
-                 int64_t conv_channels, int64_t capacity, DType dtype, const DeltaNetGeometry& delta_net)
+                 int64_t conv_channels, int64_t capacity, DType dtype, const DeltaNetGeometry& delta_net,
+                 Device device)
     : capacity_(capacity), dtype_(dtype) {
   KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16, Value, kOp,
                   "the cache dtype must be float32 or bfloat16, got {}", dtype_name(dtype));
@@ -69,19 +77,19 @@ KvCache::KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t
   slots_.resize(mixers.size());
   for (size_t i = 0; i < mixers.size(); ++i) {
     if (mixers[i] == MixerKind::Attention) {
-      slots_[i].keys = Tensor::empty({1, kv_heads, capacity, head_dim}, dtype);
-      slots_[i].values = Tensor::empty({1, kv_heads, capacity, head_dim}, dtype);
+      slots_[i].keys = Tensor::empty({1, kv_heads, capacity, head_dim}, dtype, device, kOp);
+      slots_[i].values = Tensor::empty({1, kv_heads, capacity, head_dim}, dtype, device, kOp);
       kv_bytes_per_token_ += 2 * kv_heads * head_dim * static_cast<int64_t>(itemsize(dtype));
     } else if (mixers[i] == MixerKind::GatedDeltaNet) {
       const DeltaNetGeometry& d = delta_net;
       KILN_CHECK_KIND(d.conv_kernel >= 1 && d.num_value_heads > 0 && d.key_head_dim > 0 && d.value_head_dim > 0,
                       Value, kOp, "layer {} is a Gated DeltaNet layer but its state geometry is empty", i);
-      slots_[i].delta_conv = zeros({d.conv_kernel - 1, d.conv_channels()}, DType::Float32);
-      slots_[i].recurrent = zeros({d.num_value_heads, d.key_head_dim, d.value_head_dim}, DType::Float32);
+      slots_[i].delta_conv = zeros_on(device, {d.conv_kernel - 1, d.conv_channels()});
+      slots_[i].recurrent = zeros_on(device, {d.num_value_heads, d.key_head_dim, d.value_head_dim});
     } else {
       KILN_CHECK_KIND(conv_kernel >= 1, Value, kOp, "layer {} is a short conv but the conv kernel size is {}", i,
                       conv_kernel);
-      slots_[i].conv = zeros({conv_kernel - 1, conv_channels}, DType::Float32);
+      slots_[i].conv = zeros_on(device, {conv_kernel - 1, conv_channels});
     }
   }
 }

@@ -34,9 +34,11 @@ class KvCache {
  public:
   // One slot per layer of `mixers`; attention layers get K/V of `capacity` tokens in
   // `dtype` (float32 or bfloat16), conv layers a [conv_kernel - 1, conv_channels] state.
-  // Gated DeltaNet layers take their state sizes from `delta_net`.
+  // Gated DeltaNet layers take their state sizes from `delta_net`. Everything lives on
+  // `device`, where the model's weights are.
   KvCache(const std::vector<MixerKind>& mixers, int64_t kv_heads, int64_t head_dim, int64_t conv_kernel,
-          int64_t conv_channels, int64_t capacity, DType dtype, const DeltaNetGeometry& delta_net = {});
+          int64_t conv_channels, int64_t capacity, DType dtype, const DeltaNetGeometry& delta_net = {},
+          Device device = kCPU);
 
   int64_t capacity() const { return capacity_; }
   DType dtype() const { return dtype_; }

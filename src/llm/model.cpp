@@ -8,6 +8,7 @@
 #include "llm/checkpoint.h"
 #include "llm/config.h"
 #include "llm/decoder.h"
+#include "llm/device_placement.h"
 #include "llm/kv_cache.h"
 #include "llm/tokenizer.h"
 #include "llm/weights.h"
@@ -163,6 +164,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     case Arch::Qwen35Moe: weights = load_qwen3_hybrid(config, loader); break;
   }
   loader.finish();
+  move_weights_to_device(weights, options.device);
   // Conversion temporaries (and the per-expert matrices packed into one tensor per
   // projection) sit in the allocator's cache: hand them back, so the process holds the
   // model and nothing else.
@@ -173,7 +175,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
       std::any_of(formats.begin(), formats.end(), [](const LinearFormat& f) { return f.narrow(); });
   const DType cache_dtype = options.cache_dtype.value_or(narrow_weights ? DType::BFloat16 : DType::Float32);
   KvCache cache(config.mixers, config.num_kv_heads, config.head_dim, config.conv_kernel, config.hidden_size, capacity,
-                cache_dtype, config.delta_net);
+                cache_dtype, config.delta_net, options.device);
 
   std::vector<int32_t> eos;
   for (int64_t id : config.eos_token_ids) eos.push_back(static_cast<int32_t>(id));
@@ -199,10 +201,15 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   info.parameter_count = loader.parameter_count();
   info.resident_weight_bytes = loader.resident_bytes();
   info.fp8_quantization = loader.fp8_report();
+  info.device = options.device;
   info.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  return std::make_unique<DecoderModel>(std::move(config), std::move(weights), std::move(cache), std::move(info),
-                                        std::move(tokenizer), std::move(eos), options.fused_decode);
+  const int64_t vocab_size = config.vocab_size;
+  auto model = std::make_unique<DecoderModel>(std::move(config), std::move(weights), std::move(cache),
+                                              std::move(info), std::move(tokenizer), std::move(eos),
+                                              options.fused_decode);
+  check_runs_on_device(*model, options.device, vocab_size);
+  return model;
 }
 
 }  // namespace kiln::llm

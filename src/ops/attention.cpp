@@ -140,6 +140,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (attn_mask.has_value()) {
     const Tensor& mask = *attn_mask;
     check_defined(mask, kSdpa, "attn_mask");
+    common_device(kSdpa, {&query, &mask});
     KILN_CHECK_KIND(mask.dtype() == DType::Bool || mask.dtype() == DType::Float32 || mask.dtype() == query.dtype(),
                     Type, kSdpa,
                     "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: "
@@ -155,18 +156,19 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     }
     KILN_CHECK(ok, kSdpa, "attn_mask of shape {} does not broadcast to the attention shape {}", mask.shape_str(),
                shape_to_string(target));
-    bias = mask_to_bias(mask, compute);
+    // A 0-dim CPU mask may join device operands (like a number): it goes up here.
+    bias = on_device(mask_to_bias(mask, compute), query.device());
   }
   if (is_causal && !std::isfinite(softmax_scale)) {
     // The kernels never read the keys is_causal hides, which is the same as adding -inf
     // to finite scores. With a NaN or infinite scale the hidden scores are NaN or +-inf,
     // and PyTorch's math path adds -inf to them (NaN and +inf give a NaN row): the mask
     // goes in as that bias so every score is computed.
-    bias = causal_bias(L, S, compute);
+    bias = on_device(causal_bias(L, S, compute), query.device());
     is_causal = false;
   }
 
-  Tensor out = Tensor::empty(out_shape, query.dtype(), kCPU, "scaled_dot_product_attention");
+  Tensor out = Tensor::empty(out_shape, query.dtype(), query.device(), "scaled_dot_product_attention");
   if (out.numel() == 0) return out;
   if (S == 0 || dropout_p == 1.0) {
     // Nothing to attend to, or every weight dropped: zeros (kiln decisions 5 and 6).

@@ -93,8 +93,10 @@ Tensor select(const Tensor& cond, const Tensor& a, const Tensor& b, DType result
                   "expected condition to be a boolean tensor, but got a tensor with dtype {}",
                   dtype_name(cond.dtype()));
   const Shape shape = broadcast_shapes({cond.sizes(), a.sizes(), b.sizes()}, "where");
-  ew::require_kernel("where", a.device(), TernaryOp::Where, result, result);
-  Tensor out = empty_elementwise_output(shape, result, kCPU, {&cond, &a, &b}, "where");
+  // Numbers come in as 0-dim CPU tensors: the condition's device decides.
+  const Device device = common_device("where", {&cond, &a, &b});
+  ew::require_kernel("where", device, TernaryOp::Where, result, result);
+  Tensor out = empty_elementwise_output(shape, result, device, {&cond, &a, &b}, "where");
   ew::run_ternary("where", out, result, cond, a, b, result, TernaryOp::Where);
   return out;
 }

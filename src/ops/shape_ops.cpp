@@ -50,6 +50,12 @@ DType promoted_dtype(const std::vector<Tensor>& tensors) {
   return dt;
 }
 
+// The device every tensor of the list is on (PyTorch's error when they differ).
+Device list_device(const std::vector<Tensor>& tensors, const char* op) {
+  for (const Tensor& t : tensors) common_device(op, {&tensors.front(), &t});
+  return tensors.front().device();
+}
+
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -97,7 +103,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 
   Shape out_shape = ref->sizes();
   out_shape[dim] = total;
-  Tensor out = Tensor::empty(out_shape, out_dtype, kCPU, "cat");
+  Tensor out = Tensor::empty(out_shape, out_dtype, list_device(tensors, "cat"), "cat");
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
     if (cat_skips(t)) continue;
@@ -123,7 +129,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   dim = wrap_dim(dim, first.dim() + 1, "stack");
   Shape out_shape = first.sizes();
   out_shape.insert(out_shape.begin() + dim, static_cast<int64_t>(tensors.size()));
-  Tensor out = Tensor::empty(out_shape, promoted_dtype(tensors), kCPU, "stack");
+  Tensor out = Tensor::empty(out_shape, promoted_dtype(tensors), list_device(tensors, "stack"), "stack");
   for (size_t i = 0; i < tensors.size(); ++i) out.select(dim, static_cast<int64_t>(i)).copy_(tensors[i]);
   return out;
 }

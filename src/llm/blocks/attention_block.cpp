@@ -1,5 +1,7 @@
 #include "llm/blocks/attention_block.h"
 
+#include <limits>
+
 #include "kiln/ops/attention.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
@@ -7,11 +9,15 @@
 namespace kiln::llm {
 namespace {
 
-// bool [T, pos+T]: query t (at position pos+t) attends to keys 0 .. pos+t.
-Tensor continuation_mask(int64_t count, int64_t pos) {
+// float32 [T, pos+T] on `device`, 0 where query t (at position pos+t) attends to key j
+// (j <= pos+t) and -inf elsewhere: the additive form attention makes of a bool mask,
+// built on the host and sent to where the cache lives.
+Tensor continuation_mask(int64_t count, int64_t pos, Device device) {
   Tensor key_pos = arange(Scalar(int64_t{0}), Scalar(pos + count)).unsqueeze(0);
   Tensor query_pos = arange(Scalar(pos), Scalar(pos + count)).unsqueeze(1);
-  return le(key_pos, query_pos);
+  Tensor bias = where(le(key_pos, query_pos), Scalar(0.0), Scalar(-std::numeric_limits<double>::infinity()))
+                    .to(DType::Float32);
+  return device == kCPU ? bias : bias.to(device);
 }
 
 }  // namespace
@@ -58,7 +64,7 @@ Tensor AttentionBlock::attend(const Tensor& q, const Tensor& gate, KvCache& cach
     Tensor v4 = values.narrow(2, 0, pos + count);
     Tensor o4 = pos == 0 ? scaled_dot_product_attention(q4, k4, v4, std::nullopt, 0.0, /*is_causal=*/true,
                                                          std::nullopt, /*enable_gqa=*/true)
-                         : scaled_dot_product_attention(q4, k4, v4, continuation_mask(count, pos), 0.0, false,
+                         : scaled_dot_product_attention(q4, k4, v4, continuation_mask(count, pos, keys.device()), 0.0, false,
                                                          std::nullopt, /*enable_gqa=*/true);
     out = o4.select(0, 0).transpose(0, 1);  // [T, heads, head_dim]
   }
