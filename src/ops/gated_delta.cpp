@@ -2,7 +2,6 @@
 // float32 once, then one call through the gated_delta kernel table.
 #include "kiln/ops/gated_delta.h"
 
-#include <climits>
 #include <cmath>
 
 #include "backend/gated_delta.h"
@@ -55,6 +54,10 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, 
   check_state(conv_state, {kernel - 1, channels}, op, "conv_state");
 
   Tensor out = Tensor::empty({x.size(0), channels}, DType::Float32);
+  const OpProfile profile(op, [&] {
+    return OpCost{tensor_bytes({&x, &weight, &out}) + 2 * tensor_bytes({&conv_state}),
+                  2.0 * static_cast<double>(x.numel()) * static_cast<double>(kernel)};
+  });
   if (x.numel() > 0) {
     const Tensor xf = as_float32(x);
     const Tensor wf = as_float32(weight.reshape({channels, kernel}));
@@ -84,6 +87,7 @@ DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_l
              dt_bias.shape_str());
   DeltaGates gates{Tensor::empty(a.sizes(), DType::Float32), Tensor::empty(a.sizes(), DType::Float32)};
   if (a.numel() == 0) return gates;
+  const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&a, &b, &gates.g, &gates.beta}), 0}; });
   const Tensor af = as_float32(a), bf = as_float32(b), lf = as_float32(A_log), df = as_float32(dt_bias);
   backend::gated_delta_kernels.on(a.device(), op)
       .gates(current_context(), {af.data<float>(), bf.data<float>(), lf.data<float>(), df.data<float>(),
@@ -124,6 +128,12 @@ Tensor run_gated_delta_rule(const char* op, const Tensor& q, const Tensor& k, co
 
   Tensor out = Tensor::empty({tokens, value_heads, value_dim}, DType::Float32);
   if (tokens == 0) return out;
+  // The recurrent count per token and state entry (two multiply-adds to read S^T k and
+  // S^T q, a decay, and a multiply-add to write); the chunked form does about as much.
+  const OpProfile profile(op, [&] {
+    return OpCost{tensor_bytes({&q, &k, &v, &g, &beta, &out}) + 2 * tensor_bytes({&state}),
+                  7.0 * static_cast<double>(tokens) * static_cast<double>(value_heads * key_dim * value_dim)};
+  });
   const Tensor qf = as_float32(q), kf = as_float32(k), vf = as_float32(v), gf = as_float32(g), bf = as_float32(beta);
   kernel(backend::gated_delta_kernels.on(q.device(), op),
          backend::GatedDeltaRuleProblem{qf.data<float>(), kf.data<float>(), vf.data<float>(), gf.data<float>(),
@@ -151,13 +161,6 @@ Tensor gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& 
                   "chunk_size must be in [1, {}], got {}", kMaxDeltaChunkSize, chunk_size);
   return run_gated_delta_rule(op, q, k, v, g, beta, state, use_qk_l2norm_in_kernel, scale,
                               [&](const backend::GatedDeltaKernels& kernels, const backend::GatedDeltaRuleProblem& p) {
-                                // The kernel's GEMMs step over rows of [T, heads, dim] with 32-bit
-                                // leading dimensions (the state's byte count already fits int64).
-                                KILN_CHECK_KIND(p.value_heads * p.value_dim <= INT_MAX &&
-                                                    p.value_heads * p.key_dim <= INT_MAX,
-                                                NotImplemented, op,
-                                                "heads x head dim must fit in 32 bits, got {} x {} and {} x {}",
-                                                p.value_heads, p.value_dim, p.value_heads, p.key_dim);
                                 require_kernel(kernels.rule_chunked, q.device(), op)(current_context(), p, chunk_size);
                               });
 }

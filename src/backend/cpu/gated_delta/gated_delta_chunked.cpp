@@ -10,23 +10,22 @@
 // call of the linalg family's triangular_solve. Then per chunk
 //   o_i = e^{G_i} S0^T q_i + sum_{j<=i} e^{G_i - G_j} (q_i . k_j) delta_j
 //   S_n = e^{G_n} S0 + sum_j e^{G_n - G_j} k_j delta_j^T.
-// The products are OpenBLAS GEMMs over chunk matrices, shaped so that few, larger calls
-// do the work: per (value head, chunk) item
-//   build: [K; Q] K^T (2C x C) in one call gives the system and the scores (once per
-//          key head, shared by its group of value heads);
-//   walk:  [-W; Q] S0 (2C x dv) in one call, added onto [U; 0], gives Delta and Q S0;
-//          P Delta into the output; K'^T Delta' into the state.
-// For that, each item's right-hand-side block has 2C rows of width dv + dk: rows < C
-// are [V_beta | -K_beta e^G] (solved in place into [U | -W]), rows >= C are [0 | Q].
-// The pool splits the work over items (building) and value heads (walking); OpenBLAS
-// runs single-threaded. The workspace is the calling thread's scratch, kept across calls
-// (a fresh allocation per call cost a third of the time in page faults).
+// The products run in chunk_gemm, a register-blocked kernel that reads its operands
+// where they lie (OpenBLAS packed both operands of these 64- to 128-sized products on
+// every call, a quarter of its time). Per (value head, chunk) item:
+//   build: K K^T and Q K^T (the system and the scores, lower parts only) once per key
+//          head, shared by its group of value heads, each weighting them with its decays;
+//   walk:  Delta = U - W S0; O = diag(e^G) Q S0 + P Delta; S_n = e^{G_n} S0 + K^T Delta'.
+// Each item's right-hand-side block has C rows of width dv + dk: [V_beta | -K_beta e^G],
+// solved in place into [U | -W]. The pool splits the work over items (building) and
+// value heads (walking). The workspace is the calling thread's scratch, kept across
+// calls (a fresh allocation per call cost a third of the time in page faults).
 #include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/gated_delta/chunk_decay.h"
+#include "backend/cpu/gated_delta/chunk_gemm.h"
 #include "backend/cpu/gated_delta/gated_delta_kernels.h"
-#include "backend/cpu/matmul/blas.h"
 #include "backend/linalg.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
@@ -36,8 +35,9 @@ namespace kiln::cpu {
 namespace {
 
 // Chunks per block of work: bounds the workspace on long prompts (per value head and
-// chunk about 2C (C + dv + dk) floats, per key head and chunk 2C dk: 25 MiB at 32 value
-// and 16 key heads of 128, chunks of 64). It stays in the caller's scratch between calls.
+// chunk about C (2C + dv + dk + 1) floats, per key head and chunk 3C dk: 18 MiB at 32
+// value and 16 key heads of 128, chunks of 64). It stays in the caller's scratch between
+// calls.
 constexpr int64_t kChunksPerBlock = 4;
 // The caller's scratch slot holding the workspace: slot 0 is the solve's (which also runs
 // on the calling thread).
@@ -47,15 +47,17 @@ constexpr int64_t kMaxDeltaChunk = 64;
 
 // q and k of the chunks [first, first + nc) and every key head, normalised and (q)
 // scaled as the recurrent kernel does it, so both forms start from the same float32
-// values. Per (key head, chunk) a block of 2C rows of dk: rows < C the keys, rows >= C
-// the queries (zero past the prompt's end).
+// values. Per (key head, chunk) a block of three C x dk matrices: the keys, the queries
+// (rows past the prompt's end zero) and the keys transposed (dk x C), the right-hand
+// operand of the products with K^T.
 void normalise_qk(const GatedDeltaRuleProblem& p, int64_t C, int64_t first, int64_t nc, float* qk, ThreadPool& pool) {
   const int64_t dk = p.key_dim, Hk = p.key_heads;
   pool.parallel_for(Hk * nc, 1, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t h = item / nc, t0 = (first + item % nc) * C, n = std::min(C, p.tokens - t0);
-      float* keys = qk + item * 2 * C * dk;
+      float* keys = qk + item * 3 * C * dk;
       float* queries = keys + C * dk;
+      float* keys_t = queries + C * dk;
       for (int64_t i = 0; i < n; ++i) {
         const float* q = p.q + ((t0 + i) * Hk + h) * dk;
         const float* k = p.k + ((t0 + i) * Hk + h) * dk;
@@ -68,6 +70,9 @@ void normalise_qk(const GatedDeltaRuleProblem& p, int64_t C, int64_t first, int6
       }
       std::fill(keys + n * dk, keys + C * dk, 0.0f);
       std::fill(queries + n * dk, queries + C * dk, 0.0f);
+      for (int64_t r = 0; r < dk; ++r) {
+        for (int64_t i = 0; i < C; ++i) keys_t[r * C + i] = keys[i * dk + r];
+      }
     }
   });
 }
@@ -77,20 +82,18 @@ void normalise_qk(const GatedDeltaRuleProblem& p, int64_t C, int64_t first, int6
 void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p, int64_t chunk_size) {
   constexpr const char* op = "gated_delta_rule_chunked";
   ThreadPool& pool = ctx.pool();
-  ensure_blas_single_threaded();
   const int64_t T = p.tokens, Hk = p.key_heads, Hv = p.value_heads, dk = p.key_dim, dv = p.value_dim;
   const int64_t group = Hv / Hk, C = chunk_size;
   KILN_CHECK(C >= 1 && C <= kMaxDeltaChunk, op, "chunk_size must be in [1, {}], got {}", kMaxDeltaChunk, C);
-  const auto i32 = [](int64_t n) { return static_cast<int>(n); };  // the front end checked the extents fit
 
   const int64_t chunks = ceil_div(T, C);
   const int64_t block_chunks = std::min(chunks, kChunksPerBlock);
   const int64_t width = checked_add(dv, dk, op);
-  // Workspace, per (key head, chunk) of the block: qk (2C x dk); per (value head, chunk)
-  // item: G (C), pair (2C x C: the system A, then the scores P), rhs (2C x width).
-  const int64_t qk_block = checked_mul(checked_mul(2, C, op), dk, op);
+  // Workspace, per (key head, chunk) of the block: qk (3 C x dk); per (value head, chunk)
+  // item: G (C), pair (2 C x C: the system A, then the scores P), rhs (C x width).
+  const int64_t qk_block = checked_mul(checked_mul(3, C, op), dk, op);
   const int64_t pair_block = checked_mul(2 * C, C, op);
-  const int64_t rhs_block = checked_mul(2 * C, width, op);
+  const int64_t rhs_block = checked_mul(C, width, op);
   const int64_t items = checked_mul(Hv, block_chunks, op);
   const int64_t qk_size = checked_mul(checked_mul(Hk, block_chunks, op), qk_block, op);
   const int64_t item_size = checked_add(checked_add(C, pair_block, op), rhs_block, op);
@@ -98,7 +101,7 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
   float* G_all = qk + qk_size;
   float* pair_all = G_all + items * C;
   float* rhs_all = pair_all + items * pair_block;
-  const int ldw = i32(width), ld_out = i32(Hv * dv), ldk = i32(dk), ldc = i32(C);
+  const int64_t ld_out = Hv * dv;
   const backend::LinalgKernels& linalg = backend::linalg_kernels.on(Device{DeviceType::CPU}, op);
 
   for (int64_t first = 0; first < chunks; first += block_chunks) {
@@ -106,27 +109,33 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
     normalise_qk(p, C, first, nc, qk, pool);
     const auto keys_of = [&](int64_t h, int64_t c) { return qk + ((h / group) * nc + c) * qk_block; };
     // Build each (head, chunk) system, scores and right-hand sides. The value heads of
-    // one key head share [K; Q] K^T: one product per (key head, chunk), copied to the
-    // group's other heads before each weights it with its own decays.
+    // one key head share K K^T and Q K^T: one product per (key head, chunk), into the
+    // group's last head's buffers, which the others weight from before it weights them
+    // in place.
     pool.parallel_for(Hk * nc, 1, [&](int64_t begin, int64_t end) {
       for (int64_t key_item = begin; key_item < end; ++key_item) {
         const int64_t kh = key_item / nc, c = key_item % nc, t0 = (first + c) * C, n = std::min(C, T - t0);
         const float* K = keys_of(kh * group, c);
         const float* Q = K + C * dk;
-        // [K; Q] K^T: rows < C the system, rows >= C the scores (padding rows are zero).
-        float* shared = pair_all + (kh * group * nc + c) * pair_block;
-        blas::gemm(false, true, i32(2 * C), i32(n), i32(dk), K, ldk, K, ldk, 0.0f, shared, ldc);
-        // The head whose buffer holds the shared product goes last, after the others
-        // copied it unweighted.
-        for (int64_t h = (kh + 1) * group - 1; h >= kh * group; --h) {
+        const float* Kt = Q + C * dk;
+        float* shared = pair_all + (((kh + 1) * group - 1) * nc + c) * pair_block;
+        ChunkGemmProblem product;
+        product.rows = n;
+        product.cols = n;
+        product.first = {K, dk, 1, Kt, C, dk, false};
+        product.c = shared;
+        product.ldc = C;
+        product.lower_cols = true;
+        chunk_gemm(product);
+        product.first.a = Q;
+        product.c = shared + C * C;
+        chunk_gemm(product);
+        for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
           const int64_t item = h * nc + c;
           float* G = G_all + item * C;
           float* A = pair_all + item * pair_block;
           float* P = A + C * C;
           float* X = rhs_all + item * rhs_block;
-          if (A != shared) {
-            for (int64_t i = 0; i < 2 * C; ++i) std::copy_n(shared + i * C, n, A + i * C);
-          }
           float acc = 0.0f;
           float betas[kMaxDeltaChunk];
           for (int64_t i = 0; i < n; ++i) {
@@ -134,7 +143,7 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
             G[i] = acc;
             betas[i] = p.beta[(t0 + i) * Hv + h];
           }
-          weight_chunk_rows(G, betas, n, C, A, P);
+          weight_chunk_rows(G, betas, n, C, shared, shared + C * C, A, P);
           for (int64_t i = 0; i < n; ++i) {
             const float beta = betas[i];
             const float* v = p.v + ((t0 + i) * Hv + h) * dv;
@@ -144,15 +153,10 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
             for (int64_t col = 0; col < dv; ++col) x[col] = beta * v[col];
             for (int64_t r = 0; r < dk; ++r) x[dv + r] = kscale * k[r];
           }
-          // A short last chunk: rows past its end solve to zero and multiply as zero.
+          // A short last chunk: rows past its end solve to zero.
           for (int64_t i = n; i < C; ++i) {
             std::fill(A + i * C, A + (i + 1) * C, 0.0f);
             std::fill(X + i * width, X + (i + 1) * width, 0.0f);
-          }
-          for (int64_t i = 0; i < C; ++i) {
-            float* x = X + (C + i) * width;
-            std::fill(x, x + dv, 0.0f);
-            std::copy_n(Q + i * dk, dk, x + dv);
           }
         }
       }
@@ -178,36 +182,53 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
 
     // Walk the chunks in order per head, carrying the state S [dk, dv].
     pool.parallel_for(Hv, 1, [&](int64_t begin, int64_t end) {
+      float decays[kMaxDeltaChunk];
       for (int64_t h = begin; h < end; ++h) {
         float* S = p.state + h * dk * dv;
         for (int64_t c = 0; c < nc; ++c) {
           const int64_t item = h * nc + c, t0 = (first + c) * C, n = std::min(C, T - t0);
           const float* G = G_all + item * C;
           const float* P = pair_all + item * pair_block + C * C;
-          float* X = rhs_all + item * rhs_block;  // rows < C: U, then Delta; rows >= C: Q S0
+          float* X = rhs_all + item * rhs_block;  // U | -W, then Delta
           const float* K = keys_of(h, c);
-          float* out = p.out + (t0 * Hv + h) * dv;
-          // [U; 0] += [-W; Q] S0: Delta = U - W S0 and Q S0 in one product.
-          blas::gemm(false, false, i32(2 * C), i32(dv), i32(dk), X + dv, ldw, S, i32(dv), 1.0f, X, ldw);
-          // O = diag(e^G) Q S0 + P Delta.
-          for (int64_t i = 0; i < n; ++i) {
-            const float inter = std::exp(G[i]);
-            const float* qs = X + (C + i) * width;
-            float* o = out + i * ld_out;
-            for (int64_t col = 0; col < dv; ++col) o[col] = inter * qs[col];
-          }
-          blas::gemm(false, false, i32(n), i32(dv), i32(n), P, ldc, X, ldw, 1.0f, out, ld_out);
+          const float* Q = K + C * dk;
+          // Delta = U - W S0, in place over U.
+          ChunkGemmProblem delta;
+          delta.rows = n;
+          delta.cols = dv;
+          delta.first = {X + dv, width, 1, S, dv, dk, false};
+          delta.c = X;
+          delta.ldc = width;
+          delta.accumulate = true;
+          chunk_gemm(delta);
+          // O = diag(e^G) Q S0 + P Delta, straight into the output rows.
+          for (int64_t i = 0; i < n; ++i) decays[i] = std::exp(G[i]);
+          ChunkGemmProblem output;
+          output.rows = n;
+          output.cols = dv;
+          output.first = {Q, dk, 1, S, dv, dk, false};
+          output.first_row_scale = decays;
+          output.second = {P, C, 1, X, width, n, true};
+          output.c = p.out + (t0 * Hv + h) * dv;
+          output.ldc = ld_out;
+          chunk_gemm(output);
           // S_n = e^{G_n} S0 + K^T diag(e^{G_n - G_j}) Delta (Delta's rows scaled in place,
           // no longer needed as they were).
           const float last = G[n - 1];
-          const float decay = std::exp(last);
-          for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;
           for (int64_t j = 0; j < n; ++j) {
             const float wj = std::exp(last - G[j]);
             float* d = X + j * width;
             for (int64_t col = 0; col < dv; ++col) d[col] *= wj;
           }
-          blas::gemm(true, false, i32(dk), i32(dv), i32(n), K, ldk, X, ldw, 1.0f, S, i32(dv));
+          ChunkGemmProblem update;
+          update.rows = dk;
+          update.cols = dv;
+          update.first = {K, 1, dk, X, width, n, false};
+          update.c = S;
+          update.ldc = dv;
+          update.accumulate = true;
+          update.c_scale = std::exp(last);
+          chunk_gemm(update);
         }
       }
     });
