@@ -52,8 +52,9 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, 
              channels, weight.shape_str());
   const int64_t kernel = weight.size(-1);
   check_state(conv_state, {kernel - 1, channels}, op, "conv_state");
+  const Device device = common_device(op, {&x, &weight, &conv_state});
 
-  Tensor out = Tensor::empty({x.size(0), channels}, DType::Float32);
+  Tensor out = Tensor::empty({x.size(0), channels}, DType::Float32, device, op);
   if (x.numel() > 0) {
     const Tensor xf = as_float32(x);
     const Tensor wf = as_float32(weight.reshape({channels, kernel}));

@@ -1,0 +1,37 @@
+"""The Vulkan causal conv with a carried state and the transcendental unary ops from
+Python, against the CPU on the same inputs (the C++ tests derive the tolerances: these
+use looser round figures). Skipped, with the probe's reason, where no Vulkan device is
+usable."""
+import os
+
+os.environ.setdefault("KILN_VULKAN_VALIDATION", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import kiln  # noqa: E402
+
+_avail = kiln.vulkan.availability()
+pytestmark = pytest.mark.skipif(not _avail["usable"], reason="no usable Vulkan device: " + _avail["reason"])
+RNG = np.random.default_rng(7)
+
+
+def k(a):
+    return kiln.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+
+
+def test_causal_conv1d_prompt_then_token_on_the_device():
+    T, C, K = 6, 19, 4
+    x, w, state = RNG.uniform(-2, 2, (T + 1, C)), RNG.uniform(-1, 1, (C, K)), RNG.uniform(-2, 2, (K - 1, C))
+    host_state, dev_state = k(state), k(state).to("vulkan")
+    for rows in (slice(0, T), slice(T, T + 1)):
+        want = kiln.causal_conv1d(k(x[rows]), k(w), host_state)
+        got = kiln.causal_conv1d(k(x[rows]).to("vulkan"), k(w).to("vulkan"), dev_state)
+        assert str(got.device).startswith("vulkan")
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(dev_state.cpu().numpy(), host_state.numpy())
+
+
+def test_causal_conv1d_mixed_devices_raise():
+    with pytest.raises(RuntimeError, match="same device"):
+        kiln.causal_conv1d(k(np.zeros((2, 8))).to("vulkan"), k(np.zeros((8, 4))), k(np.zeros((3, 8))))
