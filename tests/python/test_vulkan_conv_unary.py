@@ -35,3 +35,22 @@ def test_causal_conv1d_prompt_then_token_on_the_device():
 def test_causal_conv1d_mixed_devices_raise():
     with pytest.raises(RuntimeError, match="same device"):
         kiln.causal_conv1d(k(np.zeros((2, 8))).to("vulkan"), k(np.zeros((8, 4))), k(np.zeros((3, 8))))
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("exp2", kiln.exp2),
+    ("sin", kiln.sin),
+    ("cos", kiln.cos),
+    ("tanh", kiln.tanh),
+    ("gelu", lambda x: kiln.nn.functional.gelu(x)),
+    ("gelu_tanh", lambda x: kiln.nn.functional.gelu(x, approximate="tanh")),
+    ("softplus", lambda x: kiln.nn.functional.softplus(x, beta=2.0, threshold=5.0)),
+])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_unary_math_on_the_device_matches_cpu(name, fn, dtype):
+    x = k(RNG.uniform(-4, 4, (9, 37))).to(getattr(kiln, dtype))
+    got = fn(x.to("vulkan").t())
+    assert str(got.device).startswith("vulkan")
+    want = fn(x.t()).float().numpy()
+    tol = 1e-5 if dtype == "float32" else 1e-2
+    np.testing.assert_allclose(got.cpu().float().numpy(), want, rtol=tol, atol=1e-6)
