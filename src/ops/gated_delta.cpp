@@ -77,7 +77,9 @@ DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_l
   KILN_CHECK(A_log.sizes() == Shape{heads} && dt_bias.sizes() == Shape{heads}, op,
              "expected A_log and dt_bias of shape [{}] (the last dim of a), got {} and {}", heads, A_log.shape_str(),
              dt_bias.shape_str());
-  DeltaGates gates{Tensor::empty(a.sizes(), DType::Float32), Tensor::empty(a.sizes(), DType::Float32)};
+  const Device device = common_device(op, {&a, &b, &A_log, &dt_bias});
+  DeltaGates gates{Tensor::empty(a.sizes(), DType::Float32, device, op),
+                   Tensor::empty(a.sizes(), DType::Float32, device, op)};
   if (a.numel() == 0) return gates;
   const Tensor af = as_float32(a), bf = as_float32(b), lf = as_float32(A_log), df = as_float32(dt_bias);
   backend::gated_delta_kernels.on(a.device(), op)

@@ -101,9 +101,30 @@ TEST_F(VulkanConv, MixedDevicesAreClearErrors) {
   expect_error([&] { causal_conv1d(x, weight, dev_state); }, ErrorKind::Runtime, "same device");
   expect_error([&] { causal_conv1d(x, weight.to(kVulkan), dev_state, "gelu"); }, ErrorKind::Value,
                "activation must be");
-  // The rest of the family has no Vulkan kernel yet: a clear error, not a host fallback.
-  expect_error([&] { gated_delta_gates(x, x, ones({3}).to(kVulkan), ones({3}).to(kVulkan)); },
-               ErrorKind::NotImplemented, "no vulkan kernel");
+  expect_error([&] { gated_delta_gates(x, x, ones({3}), ones({3}).to(kVulkan)); }, ErrorKind::Runtime, "same device");
+  // The delta rule has no Vulkan kernel yet: a clear error, not a host fallback.
+  Tensor state = zeros({1, 2, 2}).to(kVulkan);
+  const Tensor qkv = ones({1, 1, 2}).to(kVulkan), gate = ones({1, 1}).to(kVulkan);
+  expect_error([&] { gated_delta_rule(qkv, qkv, qkv, gate, gate, state); }, ErrorKind::NotImplemented,
+               "no vulkan kernel");
+}
+
+// g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b). Tolerance: exp(A_log) with
+// |A_log| <= 2 (7 ulp), softplus's exp of x <= 20 (43 ulp, carried relatively through
+// log1p) and log1p's 4 ulp, the adds and the product: 60 ulp; beyond the threshold
+// softplus is x itself. sigmoid with |b| <= 4: exp's 11 ulp, an add and a division.
+TEST_F(VulkanConv, DeltaGatesMatchCpu) {
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    for (int64_t heads : {1, 5, 257}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " heads=" + std::to_string(heads));
+      const Tensor a = uniform({3, heads}, -10, 30, 8, dt), b = uniform({3, heads}, -4, 4, 9, dt);
+      const Tensor a_log = uniform({heads}, -2, 2, 10, dt), dt_bias = uniform({heads}, -1, 1, 11, dt);
+      const DeltaGates want = gated_delta_gates(a, b, a_log, dt_bias);
+      const DeltaGates got = gated_delta_gates(a.to(kVulkan), b.to(kVulkan), a_log.to(kVulkan), dt_bias.to(kVulkan));
+      expect_close(got.g, want.g, 60 * kEps32, 0);
+      expect_close(got.beta, want.beta, 16 * kEps32, 0);
+    }
+  }
 }
 
 }  // namespace

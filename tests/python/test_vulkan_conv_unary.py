@@ -32,6 +32,15 @@ def test_causal_conv1d_prompt_then_token_on_the_device():
         np.testing.assert_array_equal(dev_state.cpu().numpy(), host_state.numpy())
 
 
+def test_gated_delta_gates_on_the_device():
+    a, b = RNG.uniform(-10, 30, (4, 6)), RNG.uniform(-4, 4, (4, 6))
+    A_log, dt = RNG.uniform(-2, 2, 6), RNG.uniform(-1, 1, 6)
+    want = kiln.gated_delta_gates(k(a), k(b), k(A_log), k(dt))
+    got = kiln.gated_delta_gates(*(k(t).to("vulkan") for t in (a, b, A_log, dt)))
+    np.testing.assert_allclose(got[0].cpu().numpy(), want[0].numpy(), rtol=1e-5)
+    np.testing.assert_allclose(got[1].cpu().numpy(), want[1].numpy(), rtol=1e-5)
+
+
 def test_causal_conv1d_mixed_devices_raise():
     with pytest.raises(RuntimeError, match="same device"):
         kiln.causal_conv1d(k(np.zeros((2, 8))).to("vulkan"), k(np.zeros((8, 4))), k(np.zeros((3, 8))))

@@ -1,9 +1,9 @@
 // Installs the Vulkan kernels of the gated_delta family: the causal depthwise conv with
 // a carried state (shaders/conv_causal1d.comp), which LFM2's short convolution and the
-// Gated DeltaNet layer run once per prompt and then once per token. Two commands per
-// call: the outputs (one invocation each), then the state update (one per channel),
-// ordered by the recorder's barrier. The gates and the delta rule have no Vulkan kernel
-// yet.
+// Gated DeltaNet layer run once per prompt and then once per token (two commands per
+// call: the outputs, one invocation each, then the state update, one per channel,
+// ordered by the recorder's barrier), and the Gated DeltaNet gates
+// (shaders/delta_gates.comp). The delta rule has no Vulkan kernel yet.
 #include "backend/gated_delta.h"
 #include "backend/vulkan/vk_kernels.h"
 #include "kiln/error.h"
@@ -37,10 +37,28 @@ void causal_conv1d(const ExecutionContext&, const backend::CausalConv1dProblem& 
   dispatch(op, "conv_causal1d", state_spec, {out, x, w, state}, &push, sizeof(push), state_grid[0], state_grid[1]);
 }
 
+void delta_gates(const ExecutionContext&, const backend::DeltaGatesProblem& p) {
+  const char* op = "gated_delta_gates";
+  const int64_t elements = checked_mul(p.tokens, p.heads, op);
+  if (elements == 0) return;
+  const Binding g = bind_raw(p.g, DType::Float32, elements, op);
+  const Binding beta = bind_raw(p.beta, DType::Float32, elements, op);
+  const Binding a = bind_raw(p.a, DType::Float32, elements, op);
+  const Binding b = bind_raw(p.b, DType::Float32, elements, op);
+  const Binding a_log = bind_raw(p.a_log, DType::Float32, p.heads, op);
+  const Binding dt_bias = bind_raw(p.dt_bias, DType::Float32, p.heads, op);
+  struct {
+    uint32_t n, heads, g_first, beta_first, a_first, b_first, a_log_first, dt_bias_first;
+  } push{static_cast<uint32_t>(elements), static_cast<uint32_t>(p.heads), g.first, beta.first, a.first, b.first,
+         a_log.first, dt_bias.first};
+  const auto grid = grid_for(elements, 256, op);
+  dispatch(op, "delta_gates", {}, {g, beta, a, b, a_log, dt_bias}, &push, sizeof(push), grid[0], grid[1]);
+}
+
 const bool registered = [] {
   backend::GatedDeltaKernels k;
   k.causal_conv1d = &causal_conv1d;
-  k.gates = [](const ExecutionContext&, const backend::DeltaGatesProblem&) { missing_kernel("gated_delta_gates"); };
+  k.gates = &delta_gates;
   k.rule = [](const ExecutionContext&, const backend::GatedDeltaRuleProblem&) { missing_kernel("gated_delta_rule"); };
   k.rule_chunked = [](const ExecutionContext&, const backend::GatedDeltaRuleProblem&, int64_t) {
     missing_kernel("gated_delta_rule_chunked");
