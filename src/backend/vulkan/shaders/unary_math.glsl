@@ -123,7 +123,7 @@ float gelu_tanh_f(float x) {
 // series to s^11 is within 2^-26), plus the rounding of 1 + y as a first-order
 // correction, and e ln 2 as Cephes' exact-product pair.
 float log1p_nonnegative(float y) {
-  if (isinf(y)) return y;
+  if (isinf(y) || isnan(y)) return y;  // frexp of inf or NaN is undefined
   const float u = 1.0 + y;
   int e;
   float m = frexp(u, e);  // m in [0.5, 1)
