@@ -52,8 +52,9 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, 
              channels, weight.shape_str());
   const int64_t kernel = weight.size(-1);
   check_state(conv_state, {kernel - 1, channels}, op, "conv_state");
+  const Device device = common_device(op, {&x, &weight, &conv_state});
 
-  Tensor out = Tensor::empty({x.size(0), channels}, DType::Float32);
+  Tensor out = Tensor::empty({x.size(0), channels}, DType::Float32, device, op);
   const OpProfile profile(op, [&] {
     return OpCost{tensor_bytes({&x, &weight, &out}) + 2 * tensor_bytes({&conv_state}),
                   2.0 * static_cast<double>(x.numel()) * static_cast<double>(kernel)};
@@ -85,7 +86,9 @@ DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_l
   KILN_CHECK(A_log.sizes() == Shape{heads} && dt_bias.sizes() == Shape{heads}, op,
              "expected A_log and dt_bias of shape [{}] (the last dim of a), got {} and {}", heads, A_log.shape_str(),
              dt_bias.shape_str());
-  DeltaGates gates{Tensor::empty(a.sizes(), DType::Float32), Tensor::empty(a.sizes(), DType::Float32)};
+  const Device device = common_device(op, {&a, &b, &A_log, &dt_bias});
+  DeltaGates gates{Tensor::empty(a.sizes(), DType::Float32, device, op),
+                   Tensor::empty(a.sizes(), DType::Float32, device, op)};
   if (a.numel() == 0) return gates;
   const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&a, &b, &gates.g, &gates.beta}), 0}; });
   const Tensor af = as_float32(a), bf = as_float32(b), lf = as_float32(A_log), df = as_float32(dt_bias);

@@ -26,27 +26,13 @@ namespace {
 using testing::expect_close;
 using testing::expect_error;
 using testing::expect_same_bits;
+using testing::storage_eps;
+using testing::uniform;
 using VulkanKernels = testing::VulkanTest;
 
 constexpr double kEps32 = std::numeric_limits<float>::epsilon();
 
-// Unit roundoff of a result stored in dt (0 for float32: covered by the kernel's own).
-double storage_eps(DType dt) {
-  switch (dt) {
-    case DType::Float16: return std::ldexp(1.0, -10);
-    case DType::BFloat16: return std::ldexp(1.0, -7);
-    case DType::Float8_e4m3fn: return std::ldexp(1.0, -3);
-    case DType::Float8_e5m2: return std::ldexp(1.0, -2);
-    default: return 0;
-  }
-}
-
 const DType kFloatDTypes[] = {DType::Float32, DType::Float16, DType::BFloat16};
-
-Tensor uniform(const Shape& sizes, double lo, double hi, uint64_t seed, DType dt = DType::Float32) {
-  Generator gen(seed);
-  return add(mul(rand(sizes, DType::Float32, &gen), Scalar(hi - lo)), Scalar(lo)).to(dt);
-}
 
 TEST_F(VulkanKernels, BinaryOpsMatchCpuOnBroadcastAndStridedOperands) {
   struct Case {
@@ -296,7 +282,7 @@ TEST_F(VulkanKernels, MixedDevicesAndMissingKernelsAreClearErrors) {
                "Expected all tensors to be on the same device, but found at least two devices, cpu and vulkan:0!");
   expect_error([&] { mul(dev, host); }, ErrorKind::Runtime, "found at least two devices, vulkan:0 and cpu!");
   expect_error([&] { linear(ones({1, 3}), dev.view({1, 3})); }, ErrorKind::Runtime, "same device");
-  expect_error([&] { sin(dev); }, ErrorKind::NotImplemented, "no vulkan kernel for float32 tensors yet");
+  expect_error([&] { expm1(dev); }, ErrorKind::NotImplemented, "no vulkan kernel for float32 tensors yet");
   expect_error([&] { gather(ones({3}), 0, zeros({3}, DType::Int64).to(kVulkan)); }, ErrorKind::Runtime,
                "same device");
   expect_error([&] { masked_fill(ones({3}), ones({3}, DType::Bool).to(kVulkan), Scalar(1.0)); }, ErrorKind::Runtime,

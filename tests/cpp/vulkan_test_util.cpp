@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "kiln/generator.h"
 #include "kiln/ops/creation.h"
+#include "kiln/ops/elementwise.h"
 
 namespace kiln::testing {
 namespace {
@@ -71,6 +73,21 @@ void expect_close(const Tensor& device_result, const Tensor& cpu_result, double 
                     << atol << ")";
     }
   }
+}
+
+double storage_eps(DType dt) {
+  switch (dt) {
+    case DType::Float16: return std::ldexp(1.0, -10);
+    case DType::BFloat16: return std::ldexp(1.0, -7);
+    case DType::Float8_e4m3fn: return std::ldexp(1.0, -3);
+    case DType::Float8_e5m2: return std::ldexp(1.0, -2);
+    default: return 0;
+  }
+}
+
+Tensor uniform(const Shape& sizes, double lo, double hi, uint64_t seed, DType dt) {
+  Generator gen(seed);
+  return add(mul(rand(sizes, DType::Float32, &gen), Scalar(hi - lo)), Scalar(lo)).to(dt);
 }
 
 }  // namespace kiln::testing

@@ -32,4 +32,9 @@ void expect_same_bits(const Tensor& device_result, const Tensor& cpu_result);
 // meet NaN, inf the same inf.
 void expect_close(const Tensor& device_result, const Tensor& cpu_result, double rtol, double atol);
 
+// Unit roundoff of a result stored in dt (0 for float32: the kernel's own error covers it).
+double storage_eps(DType dt);
+// Values uniform in [lo, hi) drawn in float32 from `seed`, then stored as dt (CPU).
+Tensor uniform(const Shape& sizes, double lo, double hi, uint64_t seed, DType dt = DType::Float32);
+
 }  // namespace kiln::testing

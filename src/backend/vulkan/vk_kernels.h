@@ -49,7 +49,8 @@ struct StridedPush {
   uint32_t sizes[kStridedDims] = {};
   uint32_t first[3] = {};
   uint32_t strides[3][kStridedDims] = {};
-  float alpha = 1.0f;  // elementwise add's alpha; unused by other kernels
+  float alpha = 1.0f;  // elementwise add's alpha or softplus's beta; unused by other kernels
+  float threshold = 0.0f;  // elementwise softplus's threshold
 };
 static_assert(sizeof(StridedPush) <= 128, "push constants are limited to 128 bytes");
 

@@ -1,6 +1,6 @@
 // Installs the Vulkan elementwise kernels (shaders/elementwise.comp): the float ops of
 // backend/elementwise.h computed in float32 over float32/float16/bfloat16/float8
-// storage. Ops the shader does not have (sin, cos, tanh, pow, gelu, integer ops, ...)
+// storage. Ops the shader does not have (pow, expm1, log1p, integer ops, ...)
 // are refused by supports_*, so the front end raises before allocating.
 //
 // Accuracy: Vulkan bounds exp to 3 + 2|x| ulp, log to 3 ulp (2^-21 absolute near 1) and
@@ -30,6 +30,8 @@ bool supports_unary(UnaryOp op, DType compute) {
     case UnaryOp::Abs: case UnaryOp::Neg: case UnaryOp::Square: case UnaryOp::Reciprocal: case UnaryOp::Sqrt:
     case UnaryOp::Rsqrt: case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sigmoid: case UnaryOp::Silu:
     case UnaryOp::Relu: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round: case UnaryOp::Trunc:
+    case UnaryOp::Exp2: case UnaryOp::Sin: case UnaryOp::Cos: case UnaryOp::Tanh: case UnaryOp::Gelu:
+    case UnaryOp::GeluTanh: case UnaryOp::Softplus:
       return true;
     default:
       return false;
@@ -55,7 +57,7 @@ void check_storage(const char* op, const Tensor& t) {
 }
 
 void run(const char* op, uint32_t arity, uint32_t code, const Tensor& out, const Tensor& a, const Tensor* b,
-         float alpha) {
+         float alpha, float threshold = 0.0f) {
   if (out.numel() == 0) return;
   check_storage(op, a);
   if (b != nullptr) check_storage(op, *b);
@@ -68,6 +70,7 @@ void run(const char* op, uint32_t arity, uint32_t code, const Tensor& out, const
   StridedPush push = b != nullptr ? strided_layout(out, {&a, b}, {&bo, &ba, &bb}, op)
                               : strided_layout(out, {&a, &a}, {&bo, &ba, &bb}, op);
   push.alpha = alpha;
+  push.threshold = threshold;
   const uint32_t spec[] = {arity, code, dtype_code(a.dtype()), dtype_code(b != nullptr ? b->dtype() : a.dtype()),
                            dtype_code(out.dtype())};
   const auto grid = grid_for(out.numel(), 256, op);
@@ -82,7 +85,10 @@ const bool registered = [] {
   k.unary = [](const ExecutionContext&, const backend::UnaryProblem& p) {
     KILN_CHECK_KIND(supports_unary(p.op, p.compute), NotImplemented, "elementwise",
                     "this op has no Vulkan kernel for {} yet", dtype_name(p.compute));
-    run("elementwise", 1, static_cast<uint32_t>(p.op), p.out, p.in, nullptr, 1.0f);
+    // Softplus's beta travels as alpha (the one scalar the other unary ops leave unused).
+    const bool softplus = p.op == UnaryOp::Softplus;
+    run("elementwise", 1, static_cast<uint32_t>(p.op), p.out, p.in, nullptr,
+        softplus ? static_cast<float>(p.args.beta.f) : 1.0f, softplus ? static_cast<float>(p.args.threshold.f) : 0.0f);
   };
   k.binary = [](const ExecutionContext&, const backend::BinaryProblem& p) {
     KILN_CHECK_KIND(supports_binary(p.op, p.compute), NotImplemented, "elementwise",

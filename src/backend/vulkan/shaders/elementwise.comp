@@ -4,6 +4,7 @@
 #version 450
 #include "common.glsl"
 #include "strided.glsl"
+#include "unary_math.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint ARITY = 2;
@@ -29,9 +30,16 @@ KILN_STORE_FLOAT(out_)
 #define U_SQRT 7u
 #define U_RSQRT 8u
 #define U_EXP 9u
+#define U_EXP2 10u
 #define U_LOG 12u
+#define U_SIN 15u
+#define U_COS 16u
+#define U_TANH 17u
 #define U_SIGMOID 18u
 #define U_SILU 19u
+#define U_GELU 20u
+#define U_GELU_TANH 21u
+#define U_SOFTPLUS 22u
 #define U_RELU 23u
 #define U_FLOOR 24u
 #define U_CEIL 25u
@@ -71,6 +79,13 @@ float unary(float x) {
   if (OP == U_CEIL) return ceil(x);
   if (OP == U_ROUND) return roundEven(x);
   if (OP == U_TRUNC) return trunc(x);
+  if (OP == U_EXP2) return exp2_f(x);
+  if (OP == U_SIN) return sin_cos(x, false);
+  if (OP == U_COS) return sin_cos(x, true);
+  if (OP == U_TANH) return tanh_f(x);
+  if (OP == U_GELU) return gelu_f(x);
+  if (OP == U_GELU_TANH) return gelu_tanh_f(x);
+  if (OP == U_SOFTPLUS) return softplus_f(x, pc.alpha, pc.threshold);  // alpha carries beta
   return NAN;
 }
 

@@ -7,7 +7,8 @@ layout(push_constant, std430) uniform StridedPush {
   uint sizes[KILN_STRIDED_DIMS];
   uint first[3];
   uint strides[3 * KILN_STRIDED_DIMS];
-  float alpha;  // elementwise: add's alpha (not part of the copy kernel's constants)
+  float alpha;  // elementwise: add's alpha or softplus's beta (not part of the copy kernel's constants)
+  float threshold;  // elementwise: softplus's threshold
 } pc;
 
 // Offsets (in elements, from each binding's start) of element i in operands 0..2.
