@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/elementwise/activation_fused_kernels.h"
 #include "backend/cpu/gated_delta/gated_delta_kernels.h"
 #include "kiln/thread_pool.h"
 
@@ -14,8 +15,6 @@ namespace {
 
 // Channels per conv work item: the block's taps live in a small local table.
 constexpr int64_t kConvBlock = 64;
-
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 // torch.nn.functional.softplus with beta 1, threshold 20.
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
@@ -36,7 +35,7 @@ void conv_block(const CausalConv1dProblem& p, int64_t c0, int64_t c1, std::vecto
     }
     float* out = p.out + t * C + c0;
     if (p.silu) {
-      for (int64_t c = 0; c < n; ++c) out[c] = silu(acc[c]);
+      silu(acc, out, n);  // the vector exp: a scalar std::exp per element dominated prefill
     } else {
       std::copy(acc, acc + n, out);
     }
