@@ -12,8 +12,9 @@
 namespace kiln::vulkan {
 namespace {
 
-// Batches in flight before the host waits for the oldest.
-constexpr size_t kRingSize = 8;
+// Batches in flight before the host waits for the oldest: 32 x 16 commands covers a
+// decode token of a few dozen layers, so the one wait per token is for the logits.
+constexpr size_t kRingSize = 32;
 
 }  // namespace
 
