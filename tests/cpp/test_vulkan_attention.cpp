@@ -26,23 +26,11 @@ namespace {
 
 using testing::expect_close;
 using testing::expect_error;
+using testing::storage_eps;
+using testing::uniform;
 using VulkanAttention = testing::VulkanTest;
 
 constexpr double kEps32 = std::numeric_limits<float>::epsilon();
-
-// Unit roundoff of a result stored in dt (float32: covered by the kernel's own bound).
-double storage_eps(DType dt) {
-  switch (dt) {
-    case DType::Float16: return std::ldexp(1.0, -10);
-    case DType::BFloat16: return std::ldexp(1.0, -7);
-    default: return 0;
-  }
-}
-
-Tensor uniform_in(const Shape& sizes, double lo, double hi, uint64_t seed, DType dt) {
-  Generator gen(seed);
-  return add(mul(rand(sizes, DType::Float32, &gen), Scalar(hi - lo)), Scalar(lo)).to(dt);
-}
 
 // The difference between two float32 evaluations of the same attention output, with q,
 // k, v bit-identical on both sides, head dim E, S keys and |v| <= 1:
@@ -79,9 +67,9 @@ TEST_F(VulkanAttention, DecodeAgainstGqaCacheMatchesCpu) {
   for (DType dt : kDTypes) {
     for (const Shape4& g : shapes) {
       const int64_t capacity = 1000;
-      const Tensor k_cache = uniform_in({g.B, g.Hkv, capacity, g.E}, -1, 1, ++seed, dt);
-      const Tensor v_cache = uniform_in({g.B, g.Hkv, capacity, g.E}, -1, 1, ++seed, dt);
-      const Tensor q = uniform_in({g.B, g.Hq, g.E}, -1, 1, ++seed, dt);
+      const Tensor k_cache = uniform({g.B, g.Hkv, capacity, g.E}, -1, 1, ++seed, dt);
+      const Tensor v_cache = uniform({g.B, g.Hkv, capacity, g.E}, -1, 1, ++seed, dt);
+      const Tensor q = uniform({g.B, g.Hq, g.E}, -1, 1, ++seed, dt);
       const Tensor kd = k_cache.to(kVulkan), vd = v_cache.to(kVulkan), qd = q.to(kVulkan);
       // Past 256 keys a decode step splits its keys over work groups (1 chunk, 2, 4).
       for (int64_t len : {int64_t{1}, int64_t{37}, int64_t{128}, int64_t{129}, int64_t{301}, int64_t{1000}}) {
@@ -101,9 +89,9 @@ TEST_F(VulkanAttention, DecodeWithExplicitScaleAndStridedCache) {
   // A cache laid out [B, S_max, Hkv, E] and viewed [B, Hkv, S_max, E] (strided heads).
   for (DType dt : kDTypes) {
     SCOPED_TRACE(dtype_name(dt));
-    const Tensor k_cache = uniform_in({1, 50, 2, 64}, -1, 1, 11, dt).transpose(1, 2);
-    const Tensor v_cache = uniform_in({1, 50, 2, 64}, -1, 1, 12, dt).transpose(1, 2);
-    const Tensor q = uniform_in({1, 6, 64}, -1, 1, 13, dt);
+    const Tensor k_cache = uniform({1, 50, 2, 64}, -1, 1, 11, dt).transpose(1, 2);
+    const Tensor v_cache = uniform({1, 50, 2, 64}, -1, 1, 12, dt).transpose(1, 2);
+    const Tensor q = uniform({1, 6, 64}, -1, 1, 13, dt);
     const double scale = 0.3;
     const Tensor expected = attention_decode(q, k_cache, v_cache, 41, scale);
     const Tensor got = attention_decode(q.to(kVulkan), k_cache.to(kVulkan).transpose(1, 2).contiguous().transpose(1, 2),
@@ -119,9 +107,9 @@ TEST_F(VulkanAttention, PrefillCausalAndMasksMatchCpu) {
     for (const auto& [L, S] : {std::pair<int64_t, int64_t>{1, 4}, {5, 8}, {130, 133}, {2, 700}}) {
       const int64_t E = 64, Hq = 4, Hkv = 2;
       SCOPED_TRACE(std::string(dtype_name(dt)) + " L=" + std::to_string(L) + " S=" + std::to_string(S));
-      const Tensor q = uniform_in({1, Hq, L, E}, -1, 1, 21, dt);
-      const Tensor k = uniform_in({1, Hkv, S, E}, -1, 1, 22, dt);
-      const Tensor v = uniform_in({1, Hkv, S, E}, -1, 1, 23, dt);
+      const Tensor q = uniform({1, Hq, L, E}, -1, 1, 21, dt);
+      const Tensor k = uniform({1, Hkv, S, E}, -1, 1, 22, dt);
+      const Tensor v = uniform({1, Hkv, S, E}, -1, 1, 23, dt);
       const Tensor qd = q.to(kVulkan), kd = k.to(kVulkan), vd = v.to(kVulkan);
       const Tolerance tol = attention_tolerance(q, k, S, 1.0 / 8.0, dt);
       // is_causal, top-left: query i sees keys 0..i.
@@ -130,8 +118,8 @@ TEST_F(VulkanAttention, PrefillCausalAndMasksMatchCpu) {
                    tol.atol);
       // A float mask [L, S] broadcast over heads: random finite values and -inf, with
       // query 0 hidden from every key (its row comes out as zeros).
-      Tensor mask = uniform_in({L, S}, -2, 2, 24, DType::Float32);
-      mask = where(lt(uniform_in({L, S}, 0, 1, 25, DType::Float32), Scalar(0.3)),
+      Tensor mask = uniform({L, S}, -2, 2, 24, DType::Float32);
+      mask = where(lt(uniform({L, S}, 0, 1, 25, DType::Float32), Scalar(0.3)),
                    Scalar(-std::numeric_limits<double>::infinity()), mask);
       mask.narrow(0, 0, 1).fill_(Scalar(-std::numeric_limits<double>::infinity()));
       const Tensor expected = scaled_dot_product_attention(q, k, v, mask, 0.0, false, std::nullopt, true);
@@ -144,9 +132,9 @@ TEST_F(VulkanAttention, PrefillCausalAndMasksMatchCpu) {
 }
 
 TEST_F(VulkanAttention, BroadcastBatchesStridedQueryAndScalarMask) {
-  const Tensor q = uniform_in({2, 3, 7, 32}, -1, 1, 31, DType::Float32).transpose(1, 2);  // [2, 7, 3, 32] strided
-  const Tensor k = uniform_in({1, 3, 9, 32}, -1, 1, 32, DType::Float32).transpose(1, 2);  // broadcast batch
-  const Tensor v = uniform_in({2, 1, 9, 48}, -1, 1, 33, DType::Float32);                   // broadcast head, Ev != E
+  const Tensor q = uniform({2, 3, 7, 32}, -1, 1, 31, DType::Float32).transpose(1, 2);  // [2, 7, 3, 32] strided
+  const Tensor k = uniform({1, 3, 9, 32}, -1, 1, 32, DType::Float32).transpose(1, 2);  // broadcast batch
+  const Tensor v = uniform({2, 1, 9, 48}, -1, 1, 33, DType::Float32);                   // broadcast head, Ev != E
   const Tensor qv = q.transpose(1, 2), kv = k.transpose(1, 2);
   const Tolerance tol = attention_tolerance(q, k, 9, 1.0 / std::sqrt(32.0), DType::Float32);
   expect_close(scaled_dot_product_attention(qv.to(kVulkan), kv.to(kVulkan), v.to(kVulkan)),
@@ -159,7 +147,7 @@ TEST_F(VulkanAttention, BroadcastBatchesStridedQueryAndScalarMask) {
 }
 
 TEST_F(VulkanAttention, EmptyAndZeroLengthContexts) {
-  const Tensor q = uniform_in({1, 2, 16}, -1, 1, 41, DType::Float32).to(kVulkan);
+  const Tensor q = uniform({1, 2, 16}, -1, 1, 41, DType::Float32).to(kVulkan);
   const Tensor cache = zeros({1, 1, 8, 16}, DType::Float32).to(kVulkan);
   // valid_len 0: nothing to attend to gives zeros (kiln decision 5), on the device too.
   const Tensor none = attention_decode(q, cache, cache, 0);
@@ -172,7 +160,7 @@ TEST_F(VulkanAttention, EmptyAndZeroLengthContexts) {
 }
 
 TEST_F(VulkanAttention, RefusesWhatHasNoKernelAndMixedDevices) {
-  const Tensor q = uniform_in({1, 2, 4, 16}, -1, 1, 51, DType::Float32);
+  const Tensor q = uniform({1, 2, 4, 16}, -1, 1, 51, DType::Float32);
   const Tensor qd = q.to(kVulkan);
   expect_error([&] { scaled_dot_product_attention(qd, qd, qd, std::nullopt, 0.5); }, ErrorKind::NotImplemented,
                "dropout");
@@ -184,7 +172,7 @@ TEST_F(VulkanAttention, RefusesWhatHasNoKernelAndMixedDevices) {
   // A bool mask becomes a 0 / -inf bias through where, which has no Vulkan kernel yet.
   const Tensor bool_mask = le(arange(Scalar(4)).unsqueeze(0), arange(Scalar(4)).unsqueeze(1)).to(kVulkan);
   expect_error([&] { scaled_dot_product_attention(qd, qd, qd, bool_mask); }, ErrorKind::NotImplemented, "where");
-  const Tensor wide = uniform_in({1, 1, 2, 1100}, -1, 1, 52, DType::Float32).to(kVulkan);
+  const Tensor wide = uniform({1, 1, 2, 1100}, -1, 1, 52, DType::Float32).to(kVulkan);
   expect_error([&] { scaled_dot_product_attention(wide, wide, wide); }, ErrorKind::NotImplemented, "head dims");
   const Tensor f64 = q.to(DType::Float64).to(kVulkan);
   expect_error([&] { scaled_dot_product_attention(f64, f64, f64); }, ErrorKind::NotImplemented, "float64");
