@@ -9,14 +9,7 @@
 
 #include "kiln/allocator.h"
 #include "kiln/tensor.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define KILN_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KILN_TEST_ASAN 1
-#endif
-#endif
+#include "sanitizer_build.h"
 
 #ifdef KILN_TEST_ASAN
 #include <sanitizer/asan_interface.h>

@@ -21,6 +21,7 @@
 #include "kiln/ops/reduce.h"
 #include "kiln/ops/shape.h"
 #include "kiln/tensor.h"
+#include "sanitizer_build.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -35,14 +36,11 @@ constexpr int64_t k2_32 = int64_t{1} << 32;
 Tensor broadcast_one(const Shape& sizes) { return ones({1}).reshape(Shape(sizes.size(), 1)).expand(sizes); }
 
 bool sanitizer_allocator() {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(KILN_TEST_ASAN) || defined(KILN_TEST_TSAN)
   return true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
-  return true;
-#endif
-#endif
+#else
   return false;
+#endif
 }
 
 TEST(HostileSizes, CheckedArithmeticHelpers) {

@@ -14,6 +14,7 @@
 #include "kiln/error.h"
 #include "llm/jinja_text.h"
 #include "llm/jinja_value.h"
+#include "sanitizer_build.h"
 
 namespace kiln {
 namespace {
@@ -236,7 +237,7 @@ namespace {
 
 // ASan's instrumented frames (and the -O0 test build) take several times the stack of a
 // release build, so the bound is checked against a proportionally larger stack there.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(KILN_TEST_ASAN)
 constexpr size_t kSmallStack = size_t{16} << 20;
 #else
 constexpr size_t kSmallStack = size_t{1} << 20;
