@@ -514,7 +514,9 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
   if (name == "selectattr") return filter_select(ev, v, args, true, true);
   if (name == "rejectattr") return filter_select(ev, v, args, true, false);
   if (name == "attr") {
-    return get_attribute(ev, v, require_string(ev, arg_or(args, 0, "name", Value()), "attr's name"));
+    const Value attr_name = arg_or(args, 0, "name", Value());
+    if (attr_name.is_undefined()) ev.fail_here("attr() missing 1 required positional argument: 'name'");
+    return get_attribute(ev, v, require_string(ev, attr_name, "attr's name"));
   }
   if ((name == "int" || name == "float") && v.is_undefined()) ev.undefined_error(v);
   if (name == "int") {

@@ -91,7 +91,11 @@ class Value {
   const DictData& dict_data() const { return *dict_; }
   DictData& mutable_dict() const { return *dict_; }  // namespaces only (set ns.x)
   const Callable& fn() const { return *fn_; }
-  const std::string& undefined_name() const { return *s_; }
+  // Empty for an undefined made without a name (a missing optional argument's default).
+  const std::string& undefined_name() const {
+    static const std::string unnamed;
+    return s_ ? *s_ : unnamed;
+  }
   int depth() const;  // 0 for scalars, 1 + the deepest item for containers
 
   // Python truthiness: undefined, None, False, 0, 0.0, "", [], {} are false.

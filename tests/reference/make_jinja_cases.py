@@ -224,6 +224,10 @@ ERRORS = [
     ("in_string_non_string", "{{ 1 in 'abc' }}", {}),
     ("range_too_big", "{{ range(1000000)|length }}", {}),
     ("unpack_mismatch", "{% for a, b in [[1, 2, 3]] %}{% endfor %}", {}),
+    # A filter's missing required argument (a fuzzer found `attr` without one reading a
+    # null undefined-name).
+    ("attr_without_name", "{{ missing|attr }}", {}),
+    ("attr_without_name_defined", "{{ 'a'|attr }}", {}),
 ]
 
 
