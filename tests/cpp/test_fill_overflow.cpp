@@ -48,7 +48,10 @@ void expect_fits(const Scalar& v, DType dt, const Scalar& want) {
 }
 
 void expect_overflow(const Scalar& v, DType dt) {
-  for (const auto& [name, write] : writers()) {
+  for (const auto& entry : writers()) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const auto& name = entry.first;
+    const auto& write = entry.second;
     SCOPED_TRACE(name + " " + v.str() + " into " + std::string(dtype_name(dt)));
     // masked_fill reports itself as masked_fill, the rest under their own names too.
     expect_error([&] { write(v, dt); }, ErrorKind::Runtime,

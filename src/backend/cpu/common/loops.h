@@ -46,6 +46,15 @@ struct LoopGeometry {
     KILN_CHECK(static_cast<int>(shape.size()) <= kMaxLoopDims, "elementwise",
                "tensors with more than {} dims are not supported (got {})", kMaxLoopDims, shape.size());
     for (int j = 0; j < N; ++j) base[j] = static_cast<char*>(ops[j]->data_ptr());
+    if (std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end()) {
+      // Nothing to visit. An empty view may carry any strides (as_strided checks no
+      // extent when there is no element), so their byte strides are not computed.
+      numel = 0;
+      ndim = 1;
+      sizes[0] = 0;
+      for (int j = 0; j < N; ++j) strides[j][0] = 0;
+      return;
+    }
     for (int64_t s : shape) numel *= s;
     int order[kMaxLoopDims];
     const int rank = static_cast<int>(shape.size());
