@@ -58,7 +58,8 @@ TEST(SafetensorsFile, RoundTripKeepsNamesOrderDtypesAndBytes) {
   ASSERT_EQ(file.tensors.size(), tensors.size());
   for (const auto& [name, t] : tensors) {
     SCOPED_TRACE(name);
-    const auto it = std::find_if(file.tensors.begin(), file.tensors.end(), [&](const auto& e) { return e.first == name; });
+    const std::string& wanted = name;  // clang 14 captures no structured binding
+    const auto it = std::find_if(file.tensors.begin(), file.tensors.end(), [&](const auto& e) { return e.first == wanted; });
     ASSERT_NE(it, file.tensors.end());
     EXPECT_EQ(it->second.shape(), t.shape());
     EXPECT_EQ(it->second.dtype(), t.dtype());
