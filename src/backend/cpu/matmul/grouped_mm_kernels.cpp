@@ -73,6 +73,13 @@ ThreadPool& serial_pool() {
 
 int64_t esz(DType t) { return static_cast<int64_t>(itemsize(t)); }
 
+// p + bytes, where an empty operand may have no storage at all (null): null plus an
+// offset is undefined even when nothing is read through it.
+template <typename T>
+T* advance(T* p, int64_t bytes) {
+  return p == nullptr ? p : p + bytes;
+}
+
 // The G problems of a call, with offs checked on the way (the single pass over offs).
 std::vector<Problem> build_problems(const GroupedMmArgs& args) {
   const GroupedOperand& A = args.a;
@@ -109,31 +116,31 @@ std::vector<Problem> build_problems(const GroupedMmArgs& args) {
     p.b_cs = B.col_stride;
     switch (args.kind) {
       case GroupedMmCase::Jagged2Dx3D:
-        p.a = a + start * A.row_stride * ea;
-        p.b = b + g * B.batch_stride * eb;
-        p.c = out + start * B.cols * ec;
+        p.a = advance(a, start * A.row_stride * ea);
+        p.b = advance(b, g * B.batch_stride * eb);
+        p.c = advance(out, start * B.cols * ec);
         p.ldc = B.cols;
         p.m = end - start, p.n = B.cols, p.k = A.cols;
         if (args.b_scale != nullptr) p.col_scale = args.b_scale + g * B.cols;
         break;
       case GroupedMmCase::Jagged3Dx2D:
-        p.a = a + g * A.batch_stride * ea;
-        p.b = b + start * B.col_stride * eb;
-        p.c = out + start * ec;
+        p.a = advance(a, g * A.batch_stride * ea);
+        p.b = advance(b, start * B.col_stride * eb);
+        p.c = advance(out, start * ec);
         p.ldc = B.cols;
         p.m = A.rows, p.n = end - start, p.k = A.cols;
         break;
       case GroupedMmCase::Jagged2Dx2D:
-        p.a = a + start * A.col_stride * ea;
-        p.b = b + start * B.row_stride * eb;
-        p.c = out + g * A.rows * B.cols * ec;
+        p.a = advance(a, start * A.col_stride * ea);
+        p.b = advance(b, start * B.row_stride * eb);
+        p.c = advance(out, g * A.rows * B.cols * ec);
         p.ldc = B.cols;
         p.m = A.rows, p.n = B.cols, p.k = end - start;
         break;
       case GroupedMmCase::Batched3Dx3D:
-        p.a = a + g * A.batch_stride * ea;
-        p.b = b + g * B.batch_stride * eb;
-        p.c = out + g * A.rows * B.cols * ec;
+        p.a = advance(a, g * A.batch_stride * ea);
+        p.b = advance(b, g * B.batch_stride * eb);
+        p.c = advance(out, g * A.rows * B.cols * ec);
         p.ldc = B.cols;
         p.m = A.rows, p.n = B.cols, p.k = A.cols;
         break;
