@@ -160,25 +160,16 @@ Stacked make_stacked(int64_t E, int64_t H, int64_t I, DType w, bool block_scales
   return s;
 }
 
-struct ExpertCase {
-  int64_t T, H, I, E, k;
-  DType w, x;
-  bool block_scales = false;
-  bool shared = false;
-  bool strided = false;
-};
-
-void check_experts(const ExpertCase& c, uint64_t seed) {
-  SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " I=" << c.I << " E=" << c.E << " k=" << c.k
-                                    << " w=" << dtype_name(c.w) << " x=" << dtype_name(c.x) << " block="
-                                    << c.block_scales << " shared=" << c.shared << " strided=" << c.strided);
-  const Stacked stacked = make_stacked(c.E, c.H, c.I, c.w, c.block_scales, c.strided, seed);
+// The CPU suite's case description (moe_test_util.h), run against the device.
+void check_experts(const moe_test::Case& c, uint64_t seed) {
+  SCOPED_TRACE(moe_test::describe(c));
+  const Stacked stacked = make_stacked(c.E, c.H, c.I, c.wdtype, c.block_scales, c.strided, seed);
   const MoeExperts cpu = stacked.experts(kCPU);
   const MoeExperts dev = stacked.experts(kVulkan);
   std::optional<SharedExpert> shared, dev_shared;
   if (c.shared) {
     // Its own tensors and another intermediate size, as Qwen3-Next's shared expert.
-    shared = SharedExpert{moe_test::random_expert(c.H, c.I + 3, c.w, c.block_scales, false, seed + 7),
+    shared = SharedExpert{moe_test::random_expert(c.H, c.I + 3, c.wdtype, c.block_scales, false, seed + 7),
                           linear_test::random_tensor({1, c.H}, DType::BFloat16, seed + 8)};
     const auto on = [](const std::optional<Tensor>& s) {
       return s ? std::optional<Tensor>(s->to(kVulkan)) : std::nullopt;
@@ -188,7 +179,7 @@ void check_experts(const ExpertCase& c, uint64_t seed) {
                                on(w.up_scale), on(w.down_scale)},
                               shared->gate_weight.to(kVulkan)};
   }
-  const Tensor x = linear_test::random_tensor({c.T, c.H}, c.x, seed + 9);
+  const Tensor x = linear_test::random_tensor({c.T, c.H}, c.xdtype, seed + 9);
   const Tensor logits = distinct_logits(c.T, c.E, seed + 10);
   const MoeRouting r = moe_route(logits, c.k, MoeScoring::Softmax, true);
   const Tensor want = moe_experts(x, r.weights, r.ids, cpu, shared);
@@ -198,7 +189,7 @@ void check_experts(const ExpertCase& c, uint64_t seed) {
   const MoeRouting dr = moe_route(logits.to(kVulkan), c.k, MoeScoring::Softmax, true);
   const Tensor got_routed = moe_experts(x.to(kVulkan), dr.weights, dr.ids, dev, dev_shared);
   ASSERT_EQ(got.device().type, DeviceType::Vulkan);
-  ASSERT_EQ(got.dtype(), c.x);
+  ASSERT_EQ(got.dtype(), c.xdtype);
   const int64_t I = c.I + (c.shared ? 3 : 0);
   const moe_test::ExpertReference ref = reference_experts(x, r, cpu, shared);
   expect_matches(want, ref, c.H, I);  // the CPU kernel, as its own tests hold it
