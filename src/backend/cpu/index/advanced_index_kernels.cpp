@@ -9,6 +9,7 @@
 #include <array>
 #include <cstring>
 
+#include "backend/cpu/common/byte_stride.h"
 #include "backend/cpu/index/accumulate.h"
 #include "backend/cpu/index/index_kernels.h"
 #include "backend/cpu/index/index_loops.h"
@@ -41,7 +42,7 @@ struct OperandWalk {
     for (size_t j = 0; j < ops.size(); ++j) {
       base[j] = static_cast<char*>(ops[j]->data_ptr());
       const int64_t elem = static_cast<int64_t>(ops[j]->element_size());
-      for (int d = 0; d < ndim; ++d) strides[j][d] = ops[j]->strides()[d] * elem;
+      for (int d = 0; d < ndim; ++d) strides[j][d] = numel == 0 ? 0 : byte_stride(shape[d], ops[j]->strides()[d], elem);
     }
   }
 
@@ -88,7 +89,9 @@ struct IndexOffsets {
 
   explicit IndexOffsets(const backend::AdvancedIndexGeometry& geometry) : g(geometry) {
     const int64_t elem = static_cast<int64_t>(g.base.element_size());
-    for (int64_t s : g.indexed_strides) stride_bytes.push_back(s * elem);
+    for (size_t k = 0; k < g.indexed_strides.size(); ++k) {
+      stride_bytes.push_back(byte_stride(g.indexed_sizes[k], g.indexed_strides[k], elem));
+    }
   }
 
   int64_t operator()(char* const* index_ptrs) const {

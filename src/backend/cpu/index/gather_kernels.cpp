@@ -3,6 +3,7 @@
 // dtype with the same width, and the dtype switch happens once per call.
 #include <cstring>
 
+#include "backend/cpu/common/byte_stride.h"
 #include "backend/cpu/common/element_copy.h"
 #include "backend/cpu/index/index_kernels.h"
 #include "backend/cpu/index/index_loops.h"
@@ -21,18 +22,18 @@ void index_select_impl(ThreadPool& pool, const Tensor& out, const Tensor& input,
                        const std::vector<int64_t>& rows) {
   // out and input differ only at `dim`, so the dims before it (outer) and after it
   // (inner: one "row") coalesce pairwise; the dim itself is walked by index.
+  if (out.numel() == 0) return;
   PairDims outer, inner;
   for (int64_t d = 0; d < dim; ++d) {
-    outer.push(out.size(d), out.stride(d) * int64_t{kElem}, input.stride(d) * int64_t{kElem});
+    outer.push(out.size(d), byte_stride(out, d, kElem), byte_stride(input, d, kElem));
   }
   for (int64_t d = dim + 1; d < out.dim(); ++d) {
-    inner.push(out.size(d), out.stride(d) * int64_t{kElem}, input.stride(d) * int64_t{kElem});
+    inner.push(out.size(d), byte_stride(out, d, kElem), byte_stride(input, d, kElem));
   }
   const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t tasks = outer.numel * n;
-  if (tasks == 0 || inner.numel == 0) return;
-  const int64_t out_dim_stride = out.stride(dim) * int64_t{kElem};
-  const int64_t in_dim_stride = input.stride(dim) * int64_t{kElem};
+  const int64_t out_dim_stride = byte_stride(out, dim, kElem);
+  const int64_t in_dim_stride = byte_stride(input, dim, kElem);
   char* const out_base = static_cast<char*>(out.data_ptr());
   const char* const in_base = static_cast<const char*>(input.data_ptr());
   const int64_t* const row_ids = rows.data();
@@ -61,7 +62,7 @@ template <size_t kElem, typename Index>
 void gather_impl(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) {
   // The front end gives input and index at least one dim.
   const int64_t dim_size = input.size(dim);
-  const int64_t dim_stride = input.stride(dim) * int64_t{kElem};
+  const int64_t dim_stride = byte_stride(input, dim, kElem);
   // The input walked over index's shape with the gathered dim's stride zeroed: at
   // position (i, j, k) it points at input[i][0][k], and the kernel adds index * stride.
   // Built directly (not with as_strided) because for an empty input the walk may look

@@ -8,6 +8,7 @@
 // which is also PyTorch's CPU order, and results do not depend on the thread count.
 #include <cstring>
 
+#include "backend/cpu/common/byte_stride.h"
 #include "backend/cpu/index/accumulate.h"
 #include "backend/cpu/index/index_kernels.h"
 #include "backend/cpu/common/loops.h"
@@ -44,9 +45,9 @@ void scatter_add_impl(ThreadPool& pool, const Tensor& self, int64_t dim, const T
   Shape other = index.sizes(), self_st = self.strides(), index_st = index.strides(), src_st = src.strides();
   const int64_t steps = other[dim];
   const int64_t self_dim_size = self.size(dim);
-  const int64_t self_dim_stride = self.stride(dim) * kElem;
-  const int64_t index_dim_stride = index.stride(dim) * int64_t{sizeof(Index)};
-  const int64_t src_dim_stride = src.stride(dim) * kElem;
+  const int64_t self_dim_stride = byte_stride(self, dim, kElem);
+  const int64_t index_dim_stride = byte_stride(index, dim, int64_t{sizeof(Index)});
+  const int64_t src_dim_stride = byte_stride(src, dim, kElem);
   other.erase(other.begin() + dim);
   self_st.erase(self_st.begin() + dim);
   index_st.erase(index_st.begin() + dim);

@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/common/byte_stride.h"
 #include "kiln/error.h"
 #include "kiln/scalar_types.h"
 
@@ -199,7 +200,7 @@ void sort_kernel(ThreadPool& pool, const Tensor& input, int64_t dim, int64_t k, 
   Lines g;
   const int64_t size = static_cast<int64_t>(input.element_size());
   g.src = static_cast<const char*>(input.data_ptr());
-  g.in_step = input.strides()[dim] * size;
+  g.in_step = byte_stride(input, dim, size);
   g.values = static_cast<char*>(values.data_ptr());
   g.indices = indices.data<int64_t>();
   g.out_step = values.strides()[dim];
@@ -209,7 +210,7 @@ void sort_kernel(ThreadPool& pool, const Tensor& input, int64_t dim, int64_t k, 
   for (int64_t d = 0; d < input.dim(); ++d) {
     if (d == dim) continue;
     g.outer_sizes.push_back(input.sizes()[d]);
-    g.in_strides.push_back(input.strides()[d] * size);
+    g.in_strides.push_back(byte_stride(input, d, size));
     g.out_strides.push_back(values.strides()[d]);
     g.count *= input.sizes()[d];
   }
