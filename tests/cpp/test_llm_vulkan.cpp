@@ -1,8 +1,9 @@
 // The LLM runtime on the Vulkan device against the same model on the CPU: the tiny dense
 // Qwen3 checkpoint's logits (prompt, decode steps, a continued prompt) in float32,
 // bfloat16 and FP8 weights, greedy generation token for token, the KV cache written on
-// the device, one host wait per decode step; families whose ops the device lacks fail
-// the load with NotImplemented naming the op.
+// the device, one host wait per decode step; the MoE families and the Gated DeltaNet
+// hybrids against the CPU; families whose ops the device lacks fail the load with
+// NotImplemented naming the op.
 #include <gtest/gtest.h>
 
 #include <cmath>
