@@ -128,8 +128,9 @@ Tensor run_gated_delta_rule(const char* op, const Tensor& q, const Tensor& k, co
   KILN_CHECK_KIND(std::isfinite(s), Value, op, "scale must be finite, got {}", s);
   // The state is [value_heads, key_dim, value_dim] float32: its byte count must fit.
   checked_mul(checked_mul(checked_mul(value_heads, key_dim, op), value_dim, op), int64_t{4}, op);
+  const Device device = common_device(op, {&q, &k, &v, &g, &beta, &state});
 
-  Tensor out = Tensor::empty({tokens, value_heads, value_dim}, DType::Float32);
+  Tensor out = Tensor::empty({tokens, value_heads, value_dim}, DType::Float32, device, op);
   if (tokens == 0) return out;
   // The recurrent count per token and state entry (two multiply-adds to read S^T k and
   // S^T q, a decay, and a multiply-add to write); the chunked form does about as much.
