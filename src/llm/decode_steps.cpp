@@ -178,6 +178,93 @@ void ShortConvStep::operator()(Tensor& x, KvCache& cache, int64_t layer) {
   add_(x, out_proj(conv));
 }
 
+namespace {
+
+// `t` as float32: itself, or a buffer of its shape that the step fills with t.to(float32).
+Tensor float32_of(const Tensor& t, DecodeBuffers& buffers, const std::string& purpose) {
+  return t.dtype() == DType::Float32 ? t : buffers.get(purpose, t.sizes(), DType::Float32);
+}
+
+void widen(Tensor& dst, const Tensor& src) {
+  if (!dst.is_same(src)) dst.copy_(src);
+}
+
+}  // namespace
+
+DeltaNetStep DeltaNetStep::make(const DeltaNetBlock& block, NormStep norm, int64_t hidden, DecodeBuffers& buffers) {
+  DeltaNetStep s;
+  const DeltaNetGeometry& g = block.geometry;
+  const int64_t kd = g.key_dim(), vd = g.value_dim(), channels = g.conv_channels(), hv = g.num_value_heads;
+  s.block = &block;
+  s.norm = std::move(norm);
+  s.h = buffers.get("norm", {1, hidden}, DType::Float32);
+  const DType in = block.in_proj_qkv.input_dtype();  // every projection reads h rounded to it
+  if (in != DType::Float32) s.in = buffers.get("delta.in", {1, hidden}, in);
+  s.qkv_proj = LinearStep::make(block.in_proj_qkv, in, buffers, "delta.qkv");
+  s.b_proj = LinearStep::make(block.in_proj_b, in, buffers, "delta.b");
+  if (block.qkvz_order) {
+    s.qkvz = buffers.get("delta.qkvz", s.qkv_proj.out.sizes(), s.qkv_proj.out.dtype());
+    s.ba = buffers.get("delta.ba", s.b_proj.out.sizes(), s.b_proj.out.dtype());
+    s.qkv = s.qkvz.narrow(1, 0, channels);
+    s.z = s.qkvz.narrow(1, channels, vd);
+    s.b = s.ba.narrow(1, 0, hv);
+    s.a = s.ba.narrow(1, hv, hv);
+  } else {
+    s.z_proj = LinearStep::make(block.in_proj_z, in, buffers, "delta.z");
+    s.a_proj = LinearStep::make(block.in_proj_a, in, buffers, "delta.a");
+    s.qkv = s.qkv_proj.out;
+    s.z = s.z_proj.out;
+    s.b = s.b_proj.out;
+    s.a = s.a_proj.out;
+  }
+  s.qkv32 = float32_of(s.qkv, buffers, "delta.qkv32");
+  s.z32 = float32_of(s.z, buffers, "delta.z32");
+  s.b32 = float32_of(s.b, buffers, "delta.b32");
+  s.a32 = float32_of(s.a, buffers, "delta.a32");
+  s.mixed = buffers.get("delta.mixed", {1, channels}, DType::Float32);
+  s.q = s.mixed.narrow(1, 0, kd).reshape({1, g.num_key_heads, g.key_head_dim});
+  s.k = s.mixed.narrow(1, kd, kd).reshape({1, g.num_key_heads, g.key_head_dim});
+  s.v = s.mixed.narrow(1, 2 * kd, vd).reshape({1, hv, g.value_head_dim});
+  s.g = buffers.get("delta.g", {1, hv}, DType::Float32);
+  s.beta = buffers.get("delta.beta", {1, hv}, DType::Float32);
+  s.o = buffers.get("delta.o", {1, hv, g.value_head_dim}, DType::Float32);
+  s.z_heads = s.z32.reshape({1, hv, g.value_head_dim});
+  s.normed = buffers.get("delta.normed", {1, hv, g.value_head_dim}, DType::Float32);
+  s.normed_flat = s.normed.view({1, vd});
+  s.out_proj = LinearStep::make(block.out_proj, DType::Float32, buffers, "delta.out_proj");
+  return s;
+}
+
+void DeltaNetStep::operator()(Tensor& x, KvCache& cache, int64_t layer) {
+  // DeltaNetBlock::forward for one token: the projections (Qwen3-Next's reordered into
+  // the flat order), the conv over [q | k | v], the gates, the recurrent rule, the gated
+  // norm and out_proj.
+  norm(h, x);
+  const Tensor* input = &h;
+  if (in.defined()) {
+    in.copy_(h);
+    input = &in;
+  }
+  if (block->qkvz_order) {
+    index_select_out(qkvz, qkv_proj(*input), 1, *block->qkvz_order);
+    index_select_out(ba, b_proj(*input), 1, *block->ba_order);
+  } else {
+    qkv_proj(*input);
+    z_proj(*input);
+    b_proj(*input);
+    a_proj(*input);
+  }
+  widen(qkv32, qkv);
+  causal_conv1d_out(mixed, qkv32, block->conv_weight, cache.delta_conv_state(layer), "silu");
+  widen(a32, a);
+  widen(b32, b);
+  gated_delta_gates_out(g, beta, a32, b32, block->A_log, block->dt_bias);
+  gated_delta_rule_out(o, q, k, v, g, beta, cache.delta_recurrent_state(layer), /*use_qk_l2norm_in_kernel=*/true);
+  widen(z32, z);
+  rms_norm_gated_out(normed, o, z_heads, block->norm_weight, block->norm_eps);
+  add_(x, out_proj(normed_flat));
+}
+
 DecodeFrame::DecodeFrame(const Tensor& embedding, NormStep final_norm, const Linear& lm_head, DecodeBuffers& buffers)
     : embedding_(embedding), final_norm_(std::move(final_norm)) {
   const int64_t H = embedding.size(1), V = lm_head.weight.size(0);

@@ -10,8 +10,8 @@
 //   - AttentionExitStep: attention_decode over the cache, the output gate, o_proj and the
 //     residual add (after AttentionEntryDecode);
 //   - DenseFfnStep: norm, gate/up, SiLU, product, down and the residual add;
-//   - ShortConvStep: LFM2's gated short convolution for one token and the residual add.
-// Gated DeltaNet layers still run their unfused block (docs/llm.md says what that costs).
+//   - ShortConvStep: LFM2's gated short convolution for one token and the residual add;
+//   - DeltaNetStep: the Gated DeltaNet mixer for one token and the residual add.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,7 @@
 
 #include "kiln/tensor.h"
 #include "llm/blocks/attention_block.h"
+#include "llm/blocks/delta_net_block.h"
 #include "llm/blocks/ffn_blocks.h"
 #include "llm/blocks/short_conv_block.h"
 #include "llm/kv_cache.h"
@@ -98,6 +99,22 @@ struct ShortConvStep {
   LinearStep out_proj;
   static ShortConvStep make(const ShortConvBlock& block, NormStep norm, DecodeBuffers& buffers);
   void operator()(Tensor& x, KvCache& cache, int64_t layer);  // x += conv_block(norm(x))
+};
+
+struct DeltaNetStep {
+  const DeltaNetBlock* block = nullptr;
+  NormStep norm;
+  Tensor h, in;  // float32 [1, hidden]; h rounded to the projections' dtype (undefined: h)
+  LinearStep qkv_proj, z_proj, b_proj, a_proj;  // Qwen3-Next: qkv_proj and b_proj are the fused qkvz and ba
+  Tensor qkvz, ba;                               // Qwen3-Next: the fused outputs in the flat order
+  Tensor qkv, z, b, a;                           // the four projections' rows (views)
+  Tensor qkv32, z32, b32, a32;                   // the same as float32 (buffers, or the rows themselves)
+  Tensor mixed, q, k, v;                         // the conv's output [1, channels] and its head views
+  Tensor g, beta, o, o_flat, z_heads;            // gates [1, Hv]; rule output [1, Hv, dv]
+  Tensor normed, normed_flat;
+  LinearStep out_proj;
+  static DeltaNetStep make(const DeltaNetBlock& block, NormStep norm, int64_t hidden, DecodeBuffers& buffers);
+  void operator()(Tensor& x, KvCache& cache, int64_t layer);  // x += delta_net(norm(x))
 };
 
 // The embedding row and the head. Logits go to one of two float32 buffers, whichever the

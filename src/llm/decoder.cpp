@@ -213,6 +213,10 @@ void DecoderModel::prepare_decode_steps() {
       steps.conv = ShortConvStep::make(*layer.conv, NormStep::make(layer.mixer_norm, one_plus, config_.norm_eps),
                                        buffers);
     }
+    if (layer.delta_net) {
+      steps.delta_net = DeltaNetStep::make(
+          *layer.delta_net, NormStep::make(layer.mixer_norm, one_plus, config_.norm_eps), config_.hidden_size, buffers);
+    }
     if (layer.dense) {
       steps.dense = DenseFfnStep::make(*layer.dense, NormStep::make(layer.ffn_norm, one_plus, config_.norm_eps),
                                        config_.hidden_size, buffers);
@@ -239,10 +243,7 @@ Tensor DecoderModel::forward_decode_step(int32_t token) {
     } else if (steps.conv) {
       (*steps.conv)(x, cache_, i);
     } else {
-      // Gated DeltaNet (or an attention layer the fused entry does not cover, which
-      // forward_locked keeps off this path).
-      const Tensor h = rms_norm_layer(x, layer.mixer_norm);
-      add_(x, layer.delta_net->forward(h, cache_, i));
+      (*steps.delta_net)(x, cache_, i);
     }
     if (layer.moe_decode) {
       (*layer.moe_decode)(x, other);  // other = x + moe(ffn_norm(x))

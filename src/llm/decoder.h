@@ -100,11 +100,11 @@ class DecoderModel final : public Model {
   Tensor decode_residual_;
   // A one-token forward on the CPU runs on buffers formed at load (decode_steps.h): the
   // frame (embedding row, residual rows, head and logits) and per layer the steps the
-  // fused blocks leave (attention exit, dense FFN, short conv); layers without a step
-  // (Gated DeltaNet) run their unfused block.
+  // fused blocks leave (attention exit, dense FFN, short conv, Gated DeltaNet).
   struct LayerDecodeSteps {
     std::optional<AttentionExitStep> attention;
     std::optional<ShortConvStep> conv;
+    std::optional<DeltaNetStep> delta_net;
     std::optional<DenseFfnStep> dense;
   };
   std::optional<DecodeBuffers> decode_buffers_;

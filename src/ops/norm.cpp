@@ -184,9 +184,10 @@ Tensor rms_norm_one_plus(const Tensor& input, const Tensor& weight, double eps) 
                       input.dtype(), eps_for(compute_for(input.dtype(), input.dtype()), eps));
 }
 
-Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& weight, double eps) {
-  KILN_AUTOGRAD(rms_norm_gated, input, gate, weight, eps);
-  constexpr const char* op = "rms_norm_gated";
+namespace {
+
+Tensor rms_norm_gated_impl(const char* op, const Tensor& input, const Tensor& gate, const Tensor& weight, double eps,
+                           const Tensor* into) {
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
   check_float_param(weight, op, "weight");
@@ -197,7 +198,18 @@ Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& wei
   const DType compute = compute_for(compute_for(input.dtype(), weight.dtype()), gate.dtype());
   return run_rms_norm(op, backend::RmsNormKind::Gated, input, cols, compute, input.dtype(), widened(weight, compute),
                       widened(gate, compute), promote_types(input.dtype(), weight.dtype()),
-                      eps_for(compute_for(input.dtype(), input.dtype()), eps));
+                      eps_for(compute_for(input.dtype(), input.dtype()), eps), into);
+}
+
+}  // namespace
+
+Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& weight, double eps) {
+  KILN_AUTOGRAD(rms_norm_gated, input, gate, weight, eps);
+  return rms_norm_gated_impl("rms_norm_gated", input, gate, weight, eps, nullptr);
+}
+
+void rms_norm_gated_out(const Tensor& out, const Tensor& input, const Tensor& gate, const Tensor& weight, double eps) {
+  rms_norm_gated_impl("rms_norm_gated_out", input, gate, weight, eps, &out);
 }
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const std::optional<Tensor>& weight,

@@ -13,6 +13,8 @@
 #include "kiln/ops/attention.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/gated_delta.h"
+#include "kiln/ops/index.h"
 #include "kiln/ops/linear.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/out_variants.h"
@@ -127,6 +129,69 @@ TEST(OutVariants, SigmoidAndSiluSeparateAndInPlace) {
   }
 }
 
+TEST(OutVariants, IndexSelectAndGatedNormMatchTheirOps) {
+  uint64_t seed = 500;
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor x = random({2, 17}, dtype, seed++);
+    Tensor index = Tensor::empty({5}, DType::Int64);
+    const int64_t rows[] = {16, 0, 3, 3, 9};
+    std::memcpy(index.data<int64_t>(), rows, sizeof(rows));
+    Tensor out = Tensor::empty({2, 5}, dtype);
+    index_select_out(out, x, 1, index);
+    expect_same_bits(out, index_select(x, 1, index), "index_select");
+    Tensor empty_out = Tensor::empty({2, 0}, dtype);
+    index_select_out(empty_out, x, 1, Tensor::empty({0}, DType::Int64));
+    for (int64_t d : {1, 16, 17}) {
+      const Tensor in = random({3, 2, d}, dtype, seed++);
+      const Tensor gate = random({3, 2, d}, DType::Float32, seed++);
+      const Tensor w = random({d}, DType::Float32, seed++);
+      Tensor normed = Tensor::empty({3, 2, d}, dtype);
+      rms_norm_gated_out(normed, in, gate, w, 1e-6);
+      expect_same_bits(normed, rms_norm_gated(in, gate, w, 1e-6), "rms_norm_gated d " + std::to_string(d));
+    }
+  }
+}
+
+TEST(OutVariants, GatedDeltaOpsMatchTheirOps) {
+  uint64_t seed = 600;
+  const int64_t hk = 2, hv = 4, dk = 8, dv = 16, K = 4;
+  const int64_t channels = 2 * hk * dk + hv * dv;
+  for (int64_t tokens : {1, 3}) {
+    for (DType dtype : {DType::Float32, DType::BFloat16}) {
+      const Tensor x = random({tokens, channels}, dtype, seed++);
+      const Tensor w = random({channels, K}, DType::Float32, seed++);
+      const Tensor state0 = random({K - 1, channels}, DType::Float32, seed++);
+      Tensor s1 = state0.clone(), s2 = state0.clone();
+      Tensor mixed = Tensor::empty({tokens, channels}, dtype);
+      causal_conv1d_out(mixed, x, w, s1, "silu");
+      expect_same_bits(mixed, causal_conv1d(x, w, s2, "silu"), "causal_conv1d");
+      expect_same_bits(s1, s2, "causal_conv1d state");
+    }
+    const Tensor a = random({tokens, hv}, DType::BFloat16, seed++);
+    const Tensor b = random({tokens, hv}, DType::BFloat16, seed++);
+    const Tensor A_log = random({hv}, DType::Float32, seed++);
+    const Tensor dt_bias = random({hv}, DType::Float32, seed++);
+    Tensor g = Tensor::empty({tokens, hv}), beta = Tensor::empty({tokens, hv});
+    gated_delta_gates_out(g, beta, a, b, A_log, dt_bias);
+    const DeltaGates want = gated_delta_gates(a, b, A_log, dt_bias);
+    expect_same_bits(g, want.g, "gated_delta_gates g");
+    expect_same_bits(beta, want.beta, "gated_delta_gates beta");
+    expect_error([&] { gated_delta_gates_out(g, g, a, b, A_log, dt_bias); }, ErrorKind::Runtime,
+                 "unsupported operation");
+    const Tensor q = random({tokens, hk, dk}, DType::Float32, seed++);
+    const Tensor k = random({tokens, hk, dk}, DType::Float32, seed++);
+    const Tensor v = random({tokens, hv, dv}, DType::Float32, seed++);
+    const Tensor st = random({hv, dk, dv}, DType::Float32, seed++);
+    Tensor st1 = st.clone(), st2 = st.clone();
+    Tensor o = Tensor::empty({tokens, hv, dv});
+    gated_delta_rule_out(o, q, k, v, want.g, want.beta, st1, true);
+    expect_same_bits(o, gated_delta_rule(q, k, v, want.g, want.beta, st2, true), "gated_delta_rule");
+    expect_same_bits(st1, st2, "gated_delta_rule state");
+    expect_error([&] { gated_delta_rule_out(Tensor::empty({tokens, hv, dv + 1}), q, k, v, want.g, want.beta, st1, true); },
+                 ErrorKind::Runtime, "out must have shape");
+  }
+}
+
 TEST(OutVariants, TakeNothingFromTheAllocator) {
   const Tensor x = random({1, 64}, DType::BFloat16, 1);
   const Tensor w = random({96, 64}, DType::BFloat16, 2);
@@ -137,6 +202,19 @@ TEST(OutVariants, TakeNothingFromTheAllocator) {
   Tensor y = Tensor::empty({1, 96}, DType::BFloat16);
   Tensor normed = Tensor::empty({1, 64}, DType::Float32);
   Tensor attn = Tensor::empty({1, 4, 16}, DType::BFloat16);
+  Tensor gated = Tensor::empty({1, 64});
+  const Tensor conv_w = random({64, 4}, DType::Float32, 6);
+  Tensor conv_state = zeros({3, 64});
+  Tensor mixed = Tensor::empty({1, 64});
+  const Tensor ab = random({1, 4}, DType::Float32, 7);
+  const Tensor A_log = random({4}, DType::Float32, 8);
+  Tensor gates_g = Tensor::empty({1, 4}), gates_beta = Tensor::empty({1, 4});
+  const Tensor qk = random({1, 2, 8}, DType::Float32, 9);
+  const Tensor rule_v = random({1, 4, 8}, DType::Float32, 10);
+  Tensor rule_state = zeros({4, 8, 8});
+  Tensor rule_out = Tensor::empty({1, 4, 8});
+  const Tensor order = arange(Scalar(int64_t{63}), Scalar(int64_t{-1}), Scalar(int64_t{-1}));
+  Tensor selected = Tensor::empty({1, 64});
   const auto run = [&] {
     linear_out(y, x, w);
     rms_norm_llama_out(normed, xf, nw, 1e-6);
@@ -144,6 +222,11 @@ TEST(OutVariants, TakeNothingFromTheAllocator) {
     attention_decode_out(attn, q, kv, kv, 20);
     silu_out(y, y);
     sigmoid_out(y, y);
+    rms_norm_gated_out(gated, xf, xf, nw, 1e-6);
+    causal_conv1d_out(mixed, xf, conv_w, conv_state, "silu");
+    gated_delta_gates_out(gates_g, gates_beta, ab, ab, A_log, A_log);
+    gated_delta_rule_out(rule_out, qk, qk, rule_v, gates_g, gates_beta, rule_state, true);
+    index_select_out(selected, xf, 1, order);
   };
   run();  // the kernels' per-thread scratch grows here
   const AllocatorStats before = allocator_stats();

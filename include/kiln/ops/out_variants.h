@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
+#include "kiln/ops/gated_delta.h"  // DeltaGates
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -34,5 +36,20 @@ void attention_decode_out(const Tensor& out, const Tensor& q, const Tensor& k_ca
 // sigmoid(input) and silu(input) for a floating input, into out of its dtype and shape.
 void sigmoid_out(const Tensor& out, const Tensor& input);
 void silu_out(const Tensor& out, const Tensor& input);
+// index_select(input, dim, index) into out (input's dtype).
+void index_select_out(const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index);
+// rms_norm_gated(input, gate, weight, eps) into out (input's dtype).
+void rms_norm_gated_out(const Tensor& out, const Tensor& input, const Tensor& gate, const Tensor& weight, double eps);
+// causal_conv1d(x, weight, conv_state, activation) into out [tokens, channels] (x's dtype;
+// allocates nothing for float32 x, whose result the kernel writes directly).
+void causal_conv1d_out(const Tensor& out, const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                       const std::string& activation);
+// gated_delta_gates(a, b, A_log, dt_bias) into g and beta (float32, a's shape).
+void gated_delta_gates_out(const Tensor& g, const Tensor& beta, const Tensor& a, const Tensor& b, const Tensor& A_log,
+                           const Tensor& dt_bias);
+// gated_delta_rule(q, k, v, g, beta, state, ...) into out float32 [tokens, value_heads, value_dim].
+void gated_delta_rule_out(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                          const Tensor& beta, Tensor& state, bool use_qk_l2norm_in_kernel = false,
+                          std::optional<double> scale = std::nullopt);
 
 }  // namespace kiln
