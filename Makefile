@@ -111,7 +111,7 @@ hostile-sweep: build
 # kiln's logits against Hugging Face transformers' modeling code on the tiny synthetic
 # checkpoints of every architecture. Needs a Python with torch and transformers from PyPI
 # (not in `make test`): python3 -m venv build/hf-venv && build/hf-venv/bin/pip install
-# torch transformers safetensors
+# torch transformers safetensors accelerate (accelerate: transformers' FP8 loader needs it)
 HF_PYTHON := build/hf-venv/bin/python
 .PHONY: check-hf
 check-hf: build
