@@ -183,23 +183,29 @@ TEST(GatedDeltaRuleChunked, ExtremeGates) {
   }
 }
 
-// Each key head's chunks, with its group of value heads, are computed whole by one
-// thread, so the result does not depend on the thread count.
+// Each key head's chunks, with its group of value heads (or a part of the group when
+// there are fewer key heads than threads), are computed whole by one thread, so the
+// result does not depend on the thread count: groups kept whole, split in two, split
+// one value head per thread.
 TEST(GatedDeltaRuleChunked, ThreadCountDoesNotChangeResult) {
   std::mt19937 rng(16);
-  const int64_t T = 130, Hk = 2, Hv = 4, dk = 16, dv = 16;
-  const RuleInputs in = rule_inputs(T, Hk, Hv, dk, dv, rng);
-  const auto run = [&](int threads) {
-    ContextScope scope{ExecutionContext(std::make_shared<ThreadPool>(threads))};
-    Tensor state = in.state.clone();
-    Vec out = values(gated_delta_rule_chunked(in.q, in.k, in.v, in.g, in.beta, state));
-    const Vec s = values(state);
-    out.insert(out.end(), s.begin(), s.end());
-    return out;
-  };
-  const Vec one = run(1);
-  EXPECT_EQ(run(2), one);
-  EXPECT_EQ(run(3), one);
+  for (const Geometry& g : {Geometry{2, 4, 16, 16}, Geometry{1, 3, 17, 9}}) {
+    SCOPED_TRACE(::testing::Message() << "Hk " << g.Hk << " Hv " << g.Hv);
+    const int64_t T = 130;
+    const RuleInputs in = rule_inputs(T, g.Hk, g.Hv, g.dk, g.dv, rng);
+    const auto run = [&](int threads) {
+      ContextScope scope{ExecutionContext(std::make_shared<ThreadPool>(threads))};
+      Tensor state = in.state.clone();
+      Vec out = values(gated_delta_rule_chunked(in.q, in.k, in.v, in.g, in.beta, state));
+      const Vec s = values(state);
+      out.insert(out.end(), s.begin(), s.end());
+      return out;
+    };
+    const Vec one = run(1);
+    EXPECT_EQ(run(2), one);
+    EXPECT_EQ(run(3), one);
+    EXPECT_EQ(run(4), one);
+  }
 }
 
 TEST(GatedDeltaRuleChunked, BadInputs) {

@@ -14,7 +14,8 @@
 // every call, a quarter of its time).
 //
 // The pool splits the key heads; a worker takes one key head's chunks in order and, per
-// chunk, does everything for the group of value heads that share it: K K^T and Q K^T
+// chunk, does everything for the group of value heads that share it (or a part of the
+// group, when there are fewer key heads than threads): K K^T and Q K^T
 // once (the system and the scores, lower parts only), then per value head the decay
 // weighting, the right-hand sides [V_beta | -K_beta e^G] (C rows of dv + dk, padded to
 // whole solve panels), the unit-lower solve into [U | -W] with the linalg family's panel
@@ -98,7 +99,11 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
   const int64_t workspace = checked_add(checked_add(qk_size, 4 * L * L, op), rhs_size, op);
   const int64_t ld_out = Hv * dv;
 
-  ctx.pool().parallel_for(Hk, 1, [&](int64_t begin, int64_t end) {
+  // Work units: a key head's group of value heads, split in parts when there are fewer
+  // key heads than threads (each part then computes the shared products itself; they
+  // are the same numbers whoever computes them, so the result does not depend on it).
+  const int64_t parts = std::min(group, ceil_div(int64_t{ctx.pool().num_threads()}, Hk));
+  ctx.pool().parallel_for(checked_mul(Hk, parts, op), 1, [&](int64_t begin, int64_t end) {
     float* K = ctx.scratch_of<float>(kWorkspaceSlot, workspace);
     float* Q = K + C * dk;
     float* Kt = Q + C * dk;
@@ -107,7 +112,9 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
     float* P = A + L * L;
     float* X = P + L * L;  // [V_beta | -K_beta e^G | pad], solved into [U | -W], then Delta
     float G[kMaxDeltaChunk], betas[kMaxDeltaChunk], decays[kMaxDeltaChunk];
-    for (int64_t kh = begin; kh < end; ++kh) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t kh = unit / parts, part = unit % parts;
+      const int64_t first_head = kh * group + part * group / parts, end_head = kh * group + (part + 1) * group / parts;
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t t0 = c * C, n = std::min(C, T - t0);
         normalise_qk(p, kh, t0, n, C, K, Q, Kt);
@@ -122,7 +129,7 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
         product.first.a = Q;
         product.c = shared + L * L;
         chunk_gemm(product);
-        for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
+        for (int64_t h = first_head; h < end_head; ++h) {
           float acc = 0.0f;
           for (int64_t i = 0; i < n; ++i) {
             acc += p.g[(t0 + i) * Hv + h];
