@@ -70,8 +70,8 @@ struct GatedDeltaKernels {
   void (*rule)(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p) = nullptr;
   // The same rule in the chunked WY form (transformers' torch_chunk_gated_delta_rule):
   // tokens in chunks of `chunk_size` (1..64), the last one shorter, with one unit-lower
-  // triangular solve per chunk and head, all of them one call of the linalg family's
-  // triangular_solve. Equal to `rule` up to float32 rounding; for prompts.
+  // triangular solve per chunk and head (the linalg family's panel kernel, called per
+  // chunk while its workspace is in L2). Equal to `rule` up to float32 rounding; for prompts.
   void (*rule_chunked)(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p, int64_t chunk_size) = nullptr;
 };
 

@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/gated_delta/chunk_gemm.h"
+#include "backend/cpu/gated_delta/chunk_rows.h"
 #include "gated_delta_reference.h"
 #include "kiln/context.h"
 #include "kiln/ops/creation.h"
@@ -13,6 +15,7 @@
 #include "kiln/ops/gated_delta.h"
 #include "kiln/tensor.h"
 #include "kiln/thread_pool.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -78,8 +81,7 @@ TEST(GatedDeltaRuleChunked, MatchesRecurrentAndReference) {
   }
 }
 
-// Every chunk size gives the same rule; many chunks take several batched solves (the
-// workspace holds 16 chunks at a time).
+// Every chunk size gives the same rule, over many chunks carried in order.
 TEST(GatedDeltaRuleChunked, ChunkSizesAndManyChunks) {
   std::mt19937 rng(12);
   const int64_t Hk = 1, Hv = 2, dk = 8, dv = 4;
@@ -181,23 +183,29 @@ TEST(GatedDeltaRuleChunked, ExtremeGates) {
   }
 }
 
-// Each (head, chunk) is computed whole by one thread and the batched solve splits only
-// over systems and column panels, so the result does not depend on the thread count.
+// Each key head's chunks, with its group of value heads (or a part of the group when
+// there are fewer key heads than threads), are computed whole by one thread, so the
+// result does not depend on the thread count: groups kept whole, split in two, split
+// one value head per thread.
 TEST(GatedDeltaRuleChunked, ThreadCountDoesNotChangeResult) {
   std::mt19937 rng(16);
-  const int64_t T = 130, Hk = 2, Hv = 4, dk = 16, dv = 16;
-  const RuleInputs in = rule_inputs(T, Hk, Hv, dk, dv, rng);
-  const auto run = [&](int threads) {
-    ContextScope scope{ExecutionContext(std::make_shared<ThreadPool>(threads))};
-    Tensor state = in.state.clone();
-    Vec out = values(gated_delta_rule_chunked(in.q, in.k, in.v, in.g, in.beta, state));
-    const Vec s = values(state);
-    out.insert(out.end(), s.begin(), s.end());
-    return out;
-  };
-  const Vec one = run(1);
-  EXPECT_EQ(run(2), one);
-  EXPECT_EQ(run(3), one);
+  for (const Geometry& g : {Geometry{2, 4, 16, 16}, Geometry{1, 3, 17, 9}}) {
+    SCOPED_TRACE(::testing::Message() << "Hk " << g.Hk << " Hv " << g.Hv);
+    const int64_t T = 130;
+    const RuleInputs in = rule_inputs(T, g.Hk, g.Hv, g.dk, g.dv, rng);
+    const auto run = [&](int threads) {
+      ContextScope scope{ExecutionContext(std::make_shared<ThreadPool>(threads))};
+      Tensor state = in.state.clone();
+      Vec out = values(gated_delta_rule_chunked(in.q, in.k, in.v, in.g, in.beta, state));
+      const Vec s = values(state);
+      out.insert(out.end(), s.begin(), s.end());
+      return out;
+    };
+    const Vec one = run(1);
+    EXPECT_EQ(run(2), one);
+    EXPECT_EQ(run(3), one);
+    EXPECT_EQ(run(4), one);
+  }
 }
 
 TEST(GatedDeltaRuleChunked, BadInputs) {
@@ -218,6 +226,33 @@ TEST(GatedDeltaRuleChunked, BadInputs) {
   expect_error([&] { gated_delta_rule_chunked(zeros({2, 2, 4}, DType::Int64), q, v, g, g, state); }, T,
                "gated_delta_rule_chunked: expected q of dtype float32");
   expect_error([&] { gated_delta_rule_chunked(q, q, v, g, g, state, true, NAN); }, V, "scale must be finite");
+}
+
+
+// The whole chunked kernel with dispatch pinned to each SIMD target its pieces were
+// built for (the products, the row scaling, the decay weighting and the panel solve all
+// follow the pin), against the float64 reference: head dims that are not multiples of
+// any lane count, a short last chunk, and groups of value heads sharing a key head.
+TEST(GatedDeltaRuleChunked, EveryTargetMatchesReference) {
+  simd_targets::for_each(cpu::chunk_gemm_simd_targets() & cpu::chunk_rows_simd_targets(), [] {
+    std::mt19937 rng(17);
+    for (const Geometry& s : {Geometry{1, 3, 17, 33}, Geometry{2, 4, 16, 8}, Geometry{1, 2, 40, 24}}) {
+      for (int64_t T : {1, 63, 130}) {
+        SCOPED_TRACE(::testing::Message() << "Hk " << s.Hk << " Hv " << s.Hv << " dk " << s.dk << " dv " << s.dv
+                                          << " T " << T);
+        const RuleInputs in = rule_inputs(T, s.Hk, s.Hv, s.dk, s.dv, rng);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
+        const RuleReference ref = rule_reference(values(in.q), values(in.k), values(in.v), values(in.g),
+                                                 values(in.beta), values(in.state), T, s.Hk, s.Hv, s.dk, s.dv, true,
+                                                 scale);
+        Tensor state = in.state.clone();
+        const Tensor out = gated_delta_rule_chunked(in.q, in.k, in.v, in.g, in.beta, state);
+        const double bound = chunked_bound(ref, T, s.dk, s.dv, 64);
+        expect_near_all(values(out), ref.out, bound, "out vs reference");
+        expect_near_all(values(state), ref.state, 4 * bound, "state vs reference");
+      }
+    }
+  });
 }
 
 }  // namespace

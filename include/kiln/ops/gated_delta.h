@@ -28,8 +28,8 @@
 // gated_delta_rule_chunked(same arguments, chunk_size = 64) -> out [T, Hv, dv]
 //   The same rule in the chunked WY form (transformers' torch_chunk_gated_delta_rule),
 //   for prompts: per chunk of chunk_size tokens (the last may be shorter) one unit-lower
-//   triangular solve (through the linalg kernels' triangular solve, batched over heads
-//   and chunks) gives every token's correction at once, then the chunk's outputs and the
+//   triangular solve (the linalg kernels' register-blocked panel solve, per chunk and
+//   head) gives every token's correction at once, then the chunk's outputs and the
 //   carried state follow from matrix products. Equal to gated_delta_rule up to float32
 //   rounding (a different summation order), with the same state in and out, so a prompt
 //   run chunked continues with recurrent decode steps. chunk_size in [1, 64].
