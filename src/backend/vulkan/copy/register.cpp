@@ -26,10 +26,9 @@ void copy(const ExecutionContext&, const Tensor& dst, const Tensor& src) {
                   dtype_name(src.dtype()), dtype_name(dst.dtype()));
   const Binding d = bind(dst, op);
   const Binding s = bind(src, op);
-  const StridedPush push = strided_layout(dst, {&src}, {&d, &s}, op);
+  const StridedLayout layout = strided_layout(dst, {&src}, {&d, &s}, op);
   const uint32_t spec[] = {dtype_code(src.dtype()), dtype_code(dst.dtype())};
-  const auto grid = grid_for(dst.numel(), 256, op);
-  dispatch(op, "copy", spec, {d, s}, &push, sizeof(push), grid[0], grid[1]);
+  dispatch_strided(op, "copy", "copy_many_dims", spec, {d, s}, layout);
 }
 
 // One transfer command between a device tensor and a staging block.

@@ -67,14 +67,13 @@ void run(const char* op, uint32_t arity, uint32_t code, const Tensor& out, const
   const Binding ba = bind(a, op);
   // A unary op binds its input twice: every binding the shader declares must be valid.
   const Binding bb = b != nullptr ? bind(*b, op) : ba;
-  StridedPush push = b != nullptr ? strided_layout(out, {&a, b}, {&bo, &ba, &bb}, op)
-                              : strided_layout(out, {&a, &a}, {&bo, &ba, &bb}, op);
-  push.alpha = alpha;
-  push.threshold = threshold;
+  StridedLayout layout = b != nullptr ? strided_layout(out, {&a, b}, {&bo, &ba, &bb}, op)
+                                      : strided_layout(out, {&a, &a}, {&bo, &ba, &bb}, op);
+  layout.push.alpha = alpha;
+  layout.push.threshold = threshold;
   const uint32_t spec[] = {arity, code, dtype_code(a.dtype()), dtype_code(b != nullptr ? b->dtype() : a.dtype()),
                            dtype_code(out.dtype())};
-  const auto grid = grid_for(out.numel(), 256, op);
-  dispatch(op, "elementwise", spec, {bo, ba, bb}, &push, sizeof(push), grid[0], grid[1]);
+  dispatch_strided(op, "elementwise", "elementwise_many_dims", spec, {bo, ba, bb}, layout);
 }
 
 const bool registered = [] {
