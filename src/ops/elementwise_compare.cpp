@@ -112,18 +112,21 @@ void check_clamp_dtype(DType result) {
 // compute dtype or convertible to it.
 Tensor clamp_impl(const Tensor& x, const Tensor* lo, const Tensor* hi, DType result) {
   const DType compute = compute_dtype(result);
+  // Number bounds come in as 0-dim CPU tensors: x's device decides (the out was always
+  // allocated on the CPU, so a device x failed as mixed devices).
+  const Device device = common_device("clamp", {&x, lo, hi});
   Tensor out;
   if (lo != nullptr && hi != nullptr) {
-    ew::require_kernel("clamp", x.device(), TernaryOp::Clamp, compute, result);
-    out = empty_elementwise_output(broadcast_shapes({x.sizes(), lo->sizes(), hi->sizes()}, "clamp"), result, kCPU,
+    ew::require_kernel("clamp", device, TernaryOp::Clamp, compute, result);
+    out = empty_elementwise_output(broadcast_shapes({x.sizes(), lo->sizes(), hi->sizes()}, "clamp"), result, device,
                                    {&x, lo, hi}, "clamp");
     ew::run_ternary("clamp", out, compute, x, *lo, *hi, compute, TernaryOp::Clamp);
   } else {
     // One bound: clamp_min is maximum and clamp_max is minimum, NaN propagating alike.
     const Tensor& bound = lo != nullptr ? *lo : *hi;
     const BinaryOp op = lo != nullptr ? BinaryOp::Maximum : BinaryOp::Minimum;
-    ew::require_kernel("clamp", x.device(), op, compute, result);
-    out = empty_elementwise_output(broadcast_shapes(x.sizes(), bound.sizes(), "clamp"), result, kCPU, {&x, &bound},
+    ew::require_kernel("clamp", device, op, compute, result);
+    out = empty_elementwise_output(broadcast_shapes(x.sizes(), bound.sizes(), "clamp"), result, device, {&x, &bound},
                                    "clamp");
     ew::run_binary("clamp", out, compute, x, bound, compute, op);
   }

@@ -269,26 +269,35 @@ StridedLayout strided_layout(const Tensor& out, std::initializer_list<const Tens
   }
   KILN_CHECK(out.numel() < (int64_t{1} << 32), op, "{} elements are too many for a Vulkan kernel (32-bit indices)",
              out.numel());
+  KILN_CHECK(operands.size() <= static_cast<size_t>(kMaxStridedOperands) && bindings.size() == operands.size(), op,
+             "a strided Vulkan kernel takes up to {} operands with a binding each", kMaxStridedOperands);
   StridedLayout layout;
   StridedPush& p = layout.push;
   p.n = static_cast<uint32_t>(out.numel());
   const size_t nd = sizes.size();
   p.ndim = static_cast<uint32_t>(nd);
-  const bool in_push = nd <= static_cast<size_t>(kStridedDims);
-  if (!in_push) layout.geometry.assign(4 * nd, 0);
+  const size_t push_operands = std::size(p.first);
+  const bool in_push = nd <= static_cast<size_t>(kStridedDims) && operands.size() <= push_operands;
+  // The buffer's rows: first elements, sizes, then each operand's strides (at least the
+  // 3 operands the copy and elementwise shaders walk).
+  const size_t rows = std::max(push_operands, operands.size());
+  if (!in_push) layout.geometry.assign(rows + (rows + 1) * nd, 0);
   for (size_t d = 0; d < nd; ++d) {
     // Every size divides numel (< 2^32), so each fits.
     const auto size = static_cast<uint32_t>(sizes[d]);
-    (in_push ? p.sizes[d] : layout.geometry[d]) = size;
+    (in_push ? p.sizes[d] : layout.geometry[rows + d]) = size;
     for (size_t k = 0; k < operands.size(); ++k) {
       KILN_CHECK(strides[k][d] >= 0 && strides[k][d] < (int64_t{1} << 31), op,
                  "stride {} is out of range for a Vulkan kernel", strides[k][d]);
       const auto stride = static_cast<uint32_t>(strides[k][d]);
-      (in_push ? p.strides[k][d] : layout.geometry[(k + 1) * nd + d]) = stride;
+      (in_push ? p.strides[k][d] : layout.geometry[rows + (k + 1) * nd + d]) = stride;
     }
   }
   size_t k = 0;
-  for (const Binding* b : bindings) p.first[k++] = b->first;
+  for (const Binding* b : bindings) {
+    (in_push ? p.first[k] : layout.geometry[k]) = b->first;
+    ++k;
+  }
   return layout;
 }
 

@@ -41,10 +41,11 @@ void dispatch(const char* op, const char* shader, std::span<const uint32_t> spec
 // linear index from gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x.
 std::array<uint32_t, 2> grid_for(int64_t n, uint32_t local, const char* op);
 
-// The strided loop of shaders/strided.glsl: up to 3 operands, operand 0 the output, over
-// the dims left after merging those every operand walks contiguously. Up to kStridedDims
-// of them travel in push constants; a view with more (PyTorch allows any rank) runs the
-// shader's *_many_dims variant, which reads them from a small storage buffer.
+// The strided loop of shaders/strided.glsl: up to 3 operands (4 with the geometry in a
+// buffer), operand 0 the output, over the dims left after merging those every operand
+// walks contiguously. Up to kStridedDims of them travel in push constants; a view with
+// more (PyTorch allows any rank) runs the shader's *_many_dims variant, which reads them
+// from a small storage buffer.
 inline constexpr int kStridedDims = 6;
 struct StridedPush {
   uint32_t n = 0;
@@ -57,9 +58,13 @@ struct StridedPush {
 };
 static_assert(sizeof(StridedPush) <= 128, "push constants are limited to 128 bytes");
 
-// A strided loop's push constants and, when its merged dims are more than kStridedDims,
-// their geometry for the storage buffer: 4 x ndim words, the sizes and then the strides
-// of operands 0..2 (push.sizes and push.strides are unused then).
+// The most operands a strided loop takes (the output and 3 inputs: where, clamp).
+inline constexpr int kMaxStridedOperands = 4;
+
+// A strided loop's push constants and, when its merged dims are more than kStridedDims or
+// it has more than 3 operands, its geometry for the storage buffer: with R = max(3,
+// operands) rows, R first elements, ndim sizes, then R x ndim strides (push.sizes,
+// push.first and push.strides are unused then; push.n and push.ndim still count).
 struct StridedLayout {
   StridedPush push;
   std::vector<uint32_t> geometry;  // empty when the dims fit in push

@@ -1,6 +1,6 @@
 // Installs the Vulkan elementwise kernels (shaders/elementwise.comp): the float ops of
 // backend/elementwise.h computed in float32 over float32/float16/bfloat16/float8
-// storage. Ops the shader does not have (pow, expm1, log1p, integer ops, ...)
+// storage, and where/clamp (shaders/ternary.comp). Ops the shader does not have (pow, expm1, log1p, integer ops, ...)
 // are refused by supports_*, so the front end raises before allocating.
 //
 // Accuracy: Vulkan bounds exp to 3 + 2|x| ulp, log to 3 ulp (2^-21 absolute near 1) and
@@ -15,6 +15,7 @@ namespace kiln::vulkan {
 namespace {
 
 using backend::BinaryOp;
+using backend::TernaryOp;
 using backend::UnaryOp;
 
 // shaders/elementwise.comp's code for up * silu(gate) (past every BinaryOp).
@@ -76,11 +77,49 @@ void run(const char* op, uint32_t arity, uint32_t code, const Tensor& out, const
   dispatch_strided(op, "elementwise", "elementwise_many_dims", spec, {bo, ba, bb}, layout);
 }
 
+// where moves bytes (any dtype that a, b and out share) or converts between float
+// storage dtypes; clamp computes in float32 (shaders/ternary.comp).
+bool supports_ternary(TernaryOp op, DType compute) {
+  if (op == TernaryOp::Where) return itemsize(compute) <= 16;
+  return op == TernaryOp::Clamp && compute == DType::Float32;
+}
+
+void run_ternary(const backend::TernaryProblem& p) {
+  const char* op = p.op == TernaryOp::Where ? "where" : "clamp";
+  KILN_CHECK_KIND(supports_ternary(p.op, p.compute), NotImplemented, op, "no Vulkan kernel for {} yet",
+                  dtype_name(p.compute));
+  if (p.out.numel() == 0) return;
+  if (p.op == TernaryOp::Where) {
+    KILN_CHECK_KIND(p.a.dtype() == DType::Bool || p.a.dtype() == DType::UInt8, Type, op,
+                    "expected condition to be a boolean tensor, but got a tensor with dtype {}",
+                    dtype_name(p.a.dtype()));
+    const bool same = p.b.dtype() == p.out.dtype() && p.c.dtype() == p.out.dtype();
+    const bool floats =
+        is_float_storage(p.b.dtype()) && is_float_storage(p.c.dtype()) && is_float_storage(p.out.dtype());
+    KILN_CHECK_KIND(same || floats, NotImplemented, op,
+                    "where of {} and {} into {} is not implemented on vulkan yet (operands of the result's dtype, "
+                    "or float32/float16/bfloat16/float8 ones, are)",
+                    dtype_name(p.b.dtype()), dtype_name(p.c.dtype()), dtype_name(p.out.dtype()));
+  } else {
+    for (const Tensor* t : {&p.a, &p.b, &p.c}) check_storage(op, *t);
+    check_storage(op, p.out);
+  }
+  const Binding bo = bind(p.out, op);
+  const Binding b0 = bind(p.a, op);
+  const Binding b1 = bind(p.b, op);
+  const Binding b2 = bind(p.c, op);
+  const StridedLayout layout = strided_layout(p.out, {&p.a, &p.b, &p.c}, {&bo, &b0, &b1, &b2}, op);
+  const uint32_t spec[] = {static_cast<uint32_t>(p.op), dtype_code(p.a.dtype()), dtype_code(p.b.dtype()),
+                           dtype_code(p.c.dtype()), dtype_code(p.out.dtype())};
+  // Four operands always take the storage-buffer geometry.
+  dispatch_strided(op, "ternary", "ternary", spec, {bo, b0, b1, b2}, layout);
+}
+
 const bool registered = [] {
   backend::ElementwiseKernels k;
   k.supports_unary = &supports_unary;
   k.supports_binary = &supports_binary;
-  k.supports_ternary = [](backend::TernaryOp, DType) { return false; };
+  k.supports_ternary = &supports_ternary;
   k.unary = [](const ExecutionContext&, const backend::UnaryProblem& p) {
     KILN_CHECK_KIND(supports_unary(p.op, p.compute), NotImplemented, "elementwise",
                     "this op has no Vulkan kernel for {} yet", dtype_name(p.compute));
@@ -94,7 +133,7 @@ const bool registered = [] {
                     "this op has no Vulkan kernel for {} yet", dtype_name(p.compute));
     run("elementwise", 2, static_cast<uint32_t>(p.op), p.out, p.a, &p.b, static_cast<float>(p.args.alpha.f));
   };
-  k.ternary = [](const ExecutionContext&, const backend::TernaryProblem&) { missing_kernel("elementwise"); };
+  k.ternary = [](const ExecutionContext&, const backend::TernaryProblem& p) { run_ternary(p); };
   k.silu_and_mul = [](const ExecutionContext&, const backend::SiluAndMulProblem& p) {
     KILN_CHECK_KIND(p.compute == DType::Float32, NotImplemented, "silu_and_mul", "{} has no Vulkan kernel",
                     dtype_name(p.compute));
