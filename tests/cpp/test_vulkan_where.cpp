@@ -1,7 +1,8 @@
 // The Vulkan ternary kernel (shaders/ternary.comp) against the CPU on the same inputs:
 // where with bool and uint8 conditions, broadcast and strided operands, every dtype
 // that moves bytes (float storage, bool, integers) and mixed float storage dtypes, Python
-// numbers, views of many dims; clamp with tensor and number bounds, NaN anywhere. where
+// numbers, views of many dims; masked_fill (through where) out of place and in place;
+// clamp with tensor and number bounds, NaN anywhere. where
 // only moves or converts elements and clamp only compares, so every result is the CPU's
 // bit for bit (NaN compared as NaN).
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/index.h"
 #include "kiln/vulkan.h"
 #include "elementwise_test_util.h"
 #include "test_util.h"
@@ -123,6 +125,28 @@ TEST_F(VulkanWhere, ClampMatchesCpuWithTensorAndNumberBoundsAndNaN) {
   const Tensor lo = ew_test::make_tensor({0.0, kNaN, 0.0, -1.0, -1.0, 0.0}, DType::Float32);
   const Tensor hi = ew_test::make_tensor({1.0, 1.0, kNaN, 1.0, 1.0, 1.0}, DType::Float32);
   expect_close(clamp(x.to(kVulkan), lo.to(kVulkan), hi.to(kVulkan)), clamp(x, lo, hi), 0, 0);
+}
+
+TEST_F(VulkanWhere, MaskedFillMatchesCpu) {
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Int64, DType::Bool}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = uniform({23, 9}, -5, 5, 61).to(dt).t();  // strided
+    const Tensor mask = condition({1, 23}, 62);                 // broadcast along rows
+    const Scalar value = dt == DType::Bool ? Scalar(true) : Scalar(int64_t{-3});
+    expect_same_bits(masked_fill(x.to(kVulkan), mask.to(kVulkan), value), masked_fill(x, mask, value));
+    // In place, into a strided window of a bigger device tensor.
+    Tensor cpu = uniform({9, 46}, -5, 5, 63).to(dt);
+    Tensor dev = cpu.to(kVulkan);
+    masked_fill_(cpu.slice(1, 1, std::nullopt, 2), mask.expand({9, 23}), value);
+    masked_fill_(dev.slice(1, 1, std::nullopt, 2), mask.to(kVulkan).expand({9, 23}), value);
+    expect_same_bits(dev, cpu);
+  }
+  // Scores hidden above the diagonal with -inf, the mask compared on the device.
+  const Tensor scores = uniform({5, 5}, -1, 1, 64);
+  const Tensor col = arange(Scalar(5)).to(DType::Float32).unsqueeze(0), row = col.t();
+  const Tensor future = gt(col.to(kVulkan), row.to(kVulkan));
+  expect_same_bits(masked_fill(scores.to(kVulkan), future, Scalar(-kInf)),
+                   masked_fill(scores, gt(col, row), Scalar(-kInf)));
 }
 
 TEST_F(VulkanWhere, MixedDevicesAndUnsupportedOperandsAreClearErrors) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "backend/elementwise.h"
+#include "backend/vulkan/elementwise/where.h"
 #include "backend/vulkan/vk_kernels.h"
 #include "kiln/error.h"
 
@@ -84,35 +85,38 @@ bool supports_ternary(TernaryOp op, DType compute) {
   return op == TernaryOp::Clamp && compute == DType::Float32;
 }
 
+// out = op(x, y, z) by shaders/ternary.comp, operands already expanded to out's shape.
+void record_ternary(const char* op, TernaryOp top, const Tensor& out, const Tensor& x, const Tensor& y,
+                    const Tensor& z) {
+  if (out.numel() == 0) return;
+  if (top == TernaryOp::Where) {
+    KILN_CHECK_KIND(x.dtype() == DType::Bool || x.dtype() == DType::UInt8, Type, op,
+                    "expected condition to be a boolean tensor, but got a tensor with dtype {}", dtype_name(x.dtype()));
+    const bool same = y.dtype() == out.dtype() && z.dtype() == out.dtype();
+    const bool floats = is_float_storage(y.dtype()) && is_float_storage(z.dtype()) && is_float_storage(out.dtype());
+    KILN_CHECK_KIND(same || floats, NotImplemented, op,
+                    "where of {} and {} into {} is not implemented on vulkan yet (operands of the result's dtype, "
+                    "or float32/float16/bfloat16/float8 ones, are)",
+                    dtype_name(y.dtype()), dtype_name(z.dtype()), dtype_name(out.dtype()));
+  } else {
+    for (const Tensor* t : {&x, &y, &z, &out}) check_storage(op, *t);
+  }
+  const Binding bo = bind(out, op);
+  const Binding b0 = bind(x, op);
+  const Binding b1 = bind(y, op);
+  const Binding b2 = bind(z, op);
+  const StridedLayout layout = strided_layout(out, {&x, &y, &z}, {&bo, &b0, &b1, &b2}, op);
+  const uint32_t spec[] = {static_cast<uint32_t>(top), dtype_code(x.dtype()), dtype_code(y.dtype()),
+                           dtype_code(z.dtype()), dtype_code(out.dtype())};
+  // Four operands always take the storage-buffer geometry.
+  dispatch_strided(op, "ternary", "ternary", spec, {bo, b0, b1, b2}, layout);
+}
+
 void run_ternary(const backend::TernaryProblem& p) {
   const char* op = p.op == TernaryOp::Where ? "where" : "clamp";
   KILN_CHECK_KIND(supports_ternary(p.op, p.compute), NotImplemented, op, "no Vulkan kernel for {} yet",
                   dtype_name(p.compute));
-  if (p.out.numel() == 0) return;
-  if (p.op == TernaryOp::Where) {
-    KILN_CHECK_KIND(p.a.dtype() == DType::Bool || p.a.dtype() == DType::UInt8, Type, op,
-                    "expected condition to be a boolean tensor, but got a tensor with dtype {}",
-                    dtype_name(p.a.dtype()));
-    const bool same = p.b.dtype() == p.out.dtype() && p.c.dtype() == p.out.dtype();
-    const bool floats =
-        is_float_storage(p.b.dtype()) && is_float_storage(p.c.dtype()) && is_float_storage(p.out.dtype());
-    KILN_CHECK_KIND(same || floats, NotImplemented, op,
-                    "where of {} and {} into {} is not implemented on vulkan yet (operands of the result's dtype, "
-                    "or float32/float16/bfloat16/float8 ones, are)",
-                    dtype_name(p.b.dtype()), dtype_name(p.c.dtype()), dtype_name(p.out.dtype()));
-  } else {
-    for (const Tensor* t : {&p.a, &p.b, &p.c}) check_storage(op, *t);
-    check_storage(op, p.out);
-  }
-  const Binding bo = bind(p.out, op);
-  const Binding b0 = bind(p.a, op);
-  const Binding b1 = bind(p.b, op);
-  const Binding b2 = bind(p.c, op);
-  const StridedLayout layout = strided_layout(p.out, {&p.a, &p.b, &p.c}, {&bo, &b0, &b1, &b2}, op);
-  const uint32_t spec[] = {static_cast<uint32_t>(p.op), dtype_code(p.a.dtype()), dtype_code(p.b.dtype()),
-                           dtype_code(p.c.dtype()), dtype_code(p.out.dtype())};
-  // Four operands always take the storage-buffer geometry.
-  dispatch_strided(op, "ternary", "ternary", spec, {bo, b0, b1, b2}, layout);
+  record_ternary(op, p.op, p.out, p.a, p.b, p.c);
 }
 
 const bool registered = [] {
@@ -144,4 +148,9 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+void record_where(const char* op, const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  record_ternary(op, TernaryOp::Where, out, cond, a, b);
+}
+
 }  // namespace kiln::vulkan
