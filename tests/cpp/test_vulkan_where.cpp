@@ -2,7 +2,8 @@
 // where with bool and uint8 conditions, broadcast and strided operands, every dtype
 // that moves bytes (float storage, bool, integers) and mixed float storage dtypes, Python
 // numbers, views of many dims; masked_fill (through where) out of place and in place;
-// clamp with tensor and number bounds, NaN anywhere. where
+// clamp with tensor and number bounds, NaN anywhere; the ops that build and combine bool
+// masks (logical, bitwise on bool, isnan/isinf/isfinite). where
 // only moves or converts elements and clamp only compares, so every result is the CPU's
 // bit for bit (NaN compared as NaN).
 #include <gtest/gtest.h>
@@ -147,6 +148,41 @@ TEST_F(VulkanWhere, MaskedFillMatchesCpu) {
   const Tensor future = gt(col.to(kVulkan), row.to(kVulkan));
   expect_same_bits(masked_fill(scores.to(kVulkan), future, Scalar(-kInf)),
                    masked_fill(scores, gt(col, row), Scalar(-kInf)));
+}
+
+// Masks built and combined on the device: logical and bitwise ops on bool, logical ops
+// and isnan/isinf/isfinite on floats, bool operands in float arithmetic (0 and 1).
+TEST_F(VulkanWhere, BoolMaskOpsMatchCpu) {
+  const Tensor m = condition({6, 35}, 71);
+  const Tensor n = condition({35}, 72);
+  const Tensor md = m.to(kVulkan), nd = n.to(kVulkan);
+  expect_same_bits(logical_not(md), logical_not(m));
+  expect_same_bits(bitwise_not(md), bitwise_not(m));
+  expect_same_bits(logical_and(md, nd), logical_and(m, n));
+  expect_same_bits(logical_or(md.t(), nd.unsqueeze(1)), logical_or(m.t(), n.unsqueeze(1)));
+  expect_same_bits(logical_xor(md, nd), logical_xor(m, n));
+  expect_same_bits(bitwise_and(md, nd), bitwise_and(m, n));
+  expect_same_bits(bitwise_or(md, nd), bitwise_or(m, n));
+  expect_same_bits(bitwise_xor(md, nd), bitwise_xor(m, n));
+  expect_same_bits(eq(md, nd), eq(m, n));
+  expect_same_bits(ne(md, nd), ne(m, n));
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = ew_test::make_tensor({kNaN, kInf, -kInf, -0.0, 0.0, 1e-40, -2.5, 3e38, 1.0}, dt);
+    const Tensor xd = x.to(kVulkan);
+    expect_same_bits(isnan(xd), isnan(x));
+    expect_same_bits(isinf(xd), isinf(x));
+    expect_same_bits(isfinite(xd), isfinite(x));
+    expect_same_bits(logical_not(xd), logical_not(x));
+    const Tensor y = ew_test::make_tensor({0.0, 1.0, 0.0, 2.0, -0.0, 0.0, 1.0, 0.0, kNaN}, dt);
+    expect_same_bits(logical_and(xd, y.to(kVulkan)), logical_and(x, y));
+    expect_same_bits(logical_or(xd, y.to(kVulkan)), logical_or(x, y));
+    expect_same_bits(logical_xor(xd, y.to(kVulkan)), logical_xor(x, y));
+  }
+  // A bool mask in float arithmetic is 0 and 1.
+  const Tensor v = uniform({6, 35}, -2, 2, 73);
+  expect_same_bits(mul(v.to(kVulkan), md), mul(v, m));
+  expect_same_bits(add(md, v.to(kVulkan)), add(m, v));
 }
 
 TEST_F(VulkanWhere, MixedDevicesAndUnsupportedOperandsAreClearErrors) {

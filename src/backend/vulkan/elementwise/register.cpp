@@ -26,14 +26,18 @@ bool is_float_storage(DType t) {
   return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || is_fp8(t);
 }
 
+// Bool compute (bool operands): the logical ops, bitwise not/and/or/xor and comparisons,
+// read as 0 and 1 in float32.
 bool supports_unary(UnaryOp op, DType compute) {
+  if (compute == DType::Bool) return op == UnaryOp::LogicalNot || op == UnaryOp::BitwiseNot;
   if (compute != DType::Float32) return false;
   switch (op) {
     case UnaryOp::Abs: case UnaryOp::Neg: case UnaryOp::Square: case UnaryOp::Reciprocal: case UnaryOp::Sqrt:
     case UnaryOp::Rsqrt: case UnaryOp::Exp: case UnaryOp::Log: case UnaryOp::Sigmoid: case UnaryOp::Silu:
     case UnaryOp::Relu: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round: case UnaryOp::Trunc:
     case UnaryOp::Exp2: case UnaryOp::Sin: case UnaryOp::Cos: case UnaryOp::Tanh: case UnaryOp::Gelu:
-    case UnaryOp::GeluTanh: case UnaryOp::Softplus:
+    case UnaryOp::GeluTanh: case UnaryOp::Softplus: case UnaryOp::LogicalNot: case UnaryOp::IsNan:
+    case UnaryOp::IsInf: case UnaryOp::IsFinite:
       return true;
     default:
       return false;
@@ -41,7 +45,13 @@ bool supports_unary(UnaryOp op, DType compute) {
 }
 
 bool supports_binary(BinaryOp op, DType compute) {
+  const bool logical = op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr || op == BinaryOp::LogicalXor;
+  if (compute == DType::Bool) {
+    return logical || op == BinaryOp::BitwiseAnd || op == BinaryOp::BitwiseOr || op == BinaryOp::BitwiseXor ||
+           op == BinaryOp::Eq || op == BinaryOp::Ne;
+  }
   if (compute != DType::Float32) return false;
+  if (logical) return true;
   switch (op) {
     case BinaryOp::Add: case BinaryOp::Mul: case BinaryOp::Div: case BinaryOp::Maximum: case BinaryOp::Minimum:
     case BinaryOp::Eq: case BinaryOp::Ne: case BinaryOp::Lt: case BinaryOp::Le: case BinaryOp::Gt: case BinaryOp::Ge:
@@ -51,10 +61,11 @@ bool supports_binary(BinaryOp op, DType compute) {
   }
 }
 
+// Bool operands load as 0 and 1.
 void check_storage(const char* op, const Tensor& t) {
-  KILN_CHECK_KIND(is_float_storage(t.dtype()), NotImplemented, op,
-                  "{} operands are not supported by the Vulkan elementwise kernels yet (float32, float16, bfloat16 "
-                  "and float8 are)",
+  KILN_CHECK_KIND(is_float_storage(t.dtype()) || t.dtype() == DType::Bool, NotImplemented, op,
+                  "{} operands are not supported by the Vulkan elementwise kernels yet (float32, float16, bfloat16, "
+                  "float8 and bool are)",
                   dtype_name(t.dtype()));
 }
 

@@ -46,6 +46,11 @@ KILN_STORE_FLOAT(out_)
 #define U_CEIL 25u
 #define U_ROUND 26u
 #define U_TRUNC 27u
+#define U_BITWISE_NOT 28u  // bool only: logical not
+#define U_LOGICAL_NOT 29u
+#define U_ISNAN 30u
+#define U_ISINF 31u
+#define U_ISFINITE 32u
 
 // BinaryOp codes.
 #define B_ADD 0u
@@ -53,12 +58,18 @@ KILN_STORE_FLOAT(out_)
 #define B_DIV 2u
 #define B_MAXIMUM 7u
 #define B_MINIMUM 8u
+#define B_BITWISE_AND 10u  // bool only, as the logical ops
+#define B_BITWISE_OR 11u
+#define B_BITWISE_XOR 12u
 #define B_EQ 15u
 #define B_NE 16u
 #define B_LT 17u
 #define B_LE 18u
 #define B_GT 19u
 #define B_GE 20u
+#define B_LOGICAL_AND 21u
+#define B_LOGICAL_OR 22u
+#define B_LOGICAL_XOR 23u
 // Not a BinaryOp: silu_and_mul's up * silu(gate), with a = gate and b = up.
 #define B_SILU_MUL 200u
 
@@ -87,6 +98,11 @@ float unary(float x) {
   if (OP == U_GELU) return gelu_f(x);
   if (OP == U_GELU_TANH) return gelu_tanh_f(x);
   if (OP == U_SOFTPLUS) return softplus_f(x, pc.alpha, pc.threshold);  // alpha carries beta
+  // Bool results (NaN is true, as nonzero).
+  if (OP == U_LOGICAL_NOT || OP == U_BITWISE_NOT) return x == 0.0 ? 1.0 : 0.0;
+  if (OP == U_ISNAN) return isnan(x) ? 1.0 : 0.0;
+  if (OP == U_ISINF) return isinf(x) ? 1.0 : 0.0;
+  if (OP == U_ISFINITE) return isnan(x) || isinf(x) ? 0.0 : 1.0;
   return NAN;
 }
 
@@ -104,6 +120,9 @@ float binary(float a, float b) {
   if (OP == B_LE) r = a <= b;
   if (OP == B_GT) r = a > b;
   if (OP == B_GE) r = a >= b;
+  if (OP == B_LOGICAL_AND || OP == B_BITWISE_AND) r = a != 0.0 && b != 0.0;
+  if (OP == B_LOGICAL_OR || OP == B_BITWISE_OR) r = a != 0.0 || b != 0.0;
+  if (OP == B_LOGICAL_XOR || OP == B_BITWISE_XOR) r = (a != 0.0) != (b != 0.0);
   return r ? 1.0 : 0.0;
 }
 
