@@ -124,5 +124,17 @@ TEST(SignedZero, SinOfZeroNextToLargeArguments) {
   }
 }
 
+// Not a sign but the same family of exact values: cos of a zero, or of anything below
+// 2^-12 (float32) / 2^-27 (float64), is exactly 1 (x^2 / 2 is under half an ulp of 1).
+TEST(SignedZero, CosNearZeroIsExactlyOne) {
+  for_each_simd_target([] {
+    for (DType dtype : {DType::Float32, DType::Float64}) {
+      const double below = dtype == DType::Float32 ? std::ldexp(0.999, -12) : std::ldexp(0.999, -27);
+      const Tensor x = make_tensor({0.0, -0.0, 1e-30, -1e-30, below, -below, 0.0, 1e-40, -0.0}, dtype);
+      for (double c : to_doubles(cos(x))) EXPECT_EQ(c, 1.0) << dtype_name(dtype);
+    }
+  });
+}
+
 }  // namespace
 }  // namespace kiln
