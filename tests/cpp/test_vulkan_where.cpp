@@ -117,6 +117,8 @@ TEST_F(VulkanWhere, ClampMatchesCpuWithTensorAndNumberBoundsAndNaN) {
     expect_same_bits(clamp(x.to(kVulkan).t(), Scalar(-1.0), Scalar(1.5)), clamp(x.t(), Scalar(-1.0), Scalar(1.5)));
     // lo > hi gives hi everywhere (PyTorch).
     expect_same_bits(clamp(x.to(kVulkan), Scalar(1.0), Scalar(-1.0)), clamp(x, Scalar(1.0), Scalar(-1.0)));
+    // A lone NaN number bound returns x (PyTorch's CPU kernels), a copy on the device.
+    expect_same_bits(clamp(x.to(kVulkan), Scalar(kNaN), std::nullopt), clamp(x, Scalar(kNaN), std::nullopt));
     // One bound: maximum / minimum (the binary kernel).
     expect_same_bits(clamp(x.to(kVulkan), Scalar(-0.25), std::nullopt), clamp(x, Scalar(-0.25), std::nullopt));
     expect_same_bits(clamp_max(x.to(kVulkan), hi.to(kVulkan)), clamp_max(x, hi));
