@@ -42,7 +42,7 @@ Shape reversed_dims(int64_t n) {
 }
 
 // A [sizes...] tensor of values in [-2, 2) stored as dt, as a view with its dims reversed
-// (CPU); on the device when `device`.
+// (CPU).
 Tensor reversed_view(const Shape& sizes, uint64_t seed, DType dt) {
   return uniform(sizes, -2.0, 2.0, seed, dt).permute(reversed_dims(static_cast<int64_t>(sizes.size())));
 }
@@ -52,10 +52,10 @@ struct RankCase {
 };
 
 const RankCase kRanks[] = {
-    {{2, 3, 2, 5, 2, 3, 2}},                       // 7 dims
-    {{3, 2, 2, 3, 2, 2, 3, 2}},                    // 8 dims
-    {{2, 2, 3, 2, 2, 2, 3, 2, 2, 2, 2, 3}},        // 12 dims
-    {Shape(16, 2)},                                 // 16 dims, 2^16 elements
+    {{2, 3, 2, 5, 2, 3, 2}},                 // 7 dims
+    {{3, 2, 2, 3, 2, 2, 3, 2}},              // 8 dims
+    {{2, 2, 3, 2, 2, 2, 3, 2, 2, 2, 2, 3}},  // 12 dims
+    {Shape(16, 2)},                          // 16 dims, 2^16 elements
 };
 
 std::string rank_name(const RankCase& c) { return std::to_string(c.sizes.size()) + " dims"; }
@@ -132,7 +132,8 @@ TEST_F(VulkanManyDims, UnaryOpsMatchCpu) {
   }
 }
 
-// The most dims a tensor may have (PyTorch's and kiln's limit), none of size 1 merged.
+// The most dims a kiln tensor may have (64): 16 of size 2 that cannot merge among 48 of
+// size 1 (which the loop drops).
 TEST_F(VulkanManyDims, TheLargestRankRuns) {
   const int64_t rank = 64;
   Shape sizes(static_cast<size_t>(rank), 1);
