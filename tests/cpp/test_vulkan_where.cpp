@@ -3,7 +3,7 @@
 // that moves bytes (float storage, bool, integers) and mixed float storage dtypes, Python
 // numbers, views of many dims; masked_fill (through where) out of place and in place;
 // clamp with tensor and number bounds, NaN anywhere; the ops that build and combine bool
-// masks (logical, bitwise on bool, isnan/isinf/isfinite). where
+// masks (logical, bitwise on bool, isnan/isinf/isfinite) and convert them. where
 // only moves or converts elements and clamp only compares, so every result is the CPU's
 // bit for bit (NaN compared as NaN).
 #include <gtest/gtest.h>
@@ -185,6 +185,20 @@ TEST_F(VulkanWhere, BoolMaskOpsMatchCpu) {
   const Tensor v = uniform({6, 35}, -2, 2, 73);
   expect_same_bits(mul(v.to(kVulkan), md), mul(v, m));
   expect_same_bits(add(md, v.to(kVulkan)), add(m, v));
+}
+
+// Masks converted on the device: bool and uint8 to every float storage dtype (0 and 1,
+// 0..255), float storage to bool (nonzero, NaN included, is true; -0 is false).
+TEST_F(VulkanWhere, MaskConversionsMatchCpu) {
+  const Tensor m = condition({7, 19}, 81);
+  const Tensor bytes = uniform({7, 19}, 0, 255, 82).to(DType::UInt8);
+  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float8_e4m3fn, DType::Float8_e5m2}) {
+    SCOPED_TRACE(dtype_name(dt));
+    expect_same_bits(m.to(kVulkan).t().to(dt), m.t().to(dt));
+    expect_same_bits(bytes.to(kVulkan).to(dt), bytes.to(dt));
+    const Tensor x = ew_test::make_tensor({kNaN, kInf, -kInf, -0.0, 0.0, 1e-40, -2.5, 3e38, 1.0}, dt);
+    expect_same_bits(x.to(kVulkan).to(DType::Bool), x.to(DType::Bool));
+  }
 }
 
 TEST_F(VulkanWhere, MixedDevicesAndUnsupportedOperandsAreClearErrors) {

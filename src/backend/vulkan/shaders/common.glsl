@@ -100,7 +100,9 @@ uint code_to_f32(uint dt, uint code) {
   return code;
 }
 
+// A float (as bits) to the code of dtype dt; to bool: 1 for anything nonzero (NaN too).
 uint f32_to_code(uint dt, uint u) {
+  if (dt == DT_BOOL) return (u & 0x7FFFFFFFu) != 0u ? 1u : 0u;
   if (dt == DT_F16) return f32_to_small(u, 5u, 10u, true, true);
   if (dt == DT_BF16) return f32_to_bf16(u);
   if (dt == DT_E4M3) return f32_to_small(u, 4u, 3u, false, false);
