@@ -6,21 +6,22 @@
 
 namespace kiln::llm {
 
-namespace {
-
-// `fused` [T, key_heads * sum(widths)] holds, per key head j, pieces of `widths` columns
-// in order; returns the flat layout [piece 0 of every head | piece 1 of every head | ...]
-// (fix_query_key_value_ordering). Each piece is a strided view copied into place: data
-// movement only, and no index tensor (a device would read one back to check its range).
-Tensor ungroup_by_key_head(const Tensor& fused, int64_t key_heads, std::initializer_list<int64_t> widths) {
+void ungroup_by_key_head(const Tensor& fused, int64_t key_heads, std::initializer_list<int64_t> widths,
+                         const Tensor& flat) {
   const Tensor grouped = fused.unflatten(1, {key_heads, fused.size(1) / key_heads});
-  Tensor flat = Tensor::empty(fused.sizes(), fused.dtype(), fused.device());
   int64_t from = 0, to = 0;
   for (const int64_t width : widths) {
     flat.narrow(1, to, key_heads * width).unflatten(1, {key_heads, width}).copy_(grouped.narrow(2, from, width));
     from += width;
     to += key_heads * width;
   }
+}
+
+namespace {
+
+Tensor ungroup_by_key_head(const Tensor& fused, int64_t key_heads, std::initializer_list<int64_t> widths) {
+  Tensor flat = Tensor::empty(fused.sizes(), fused.dtype(), fused.device());
+  ungroup_by_key_head(fused, key_heads, widths, flat);
   return flat;
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 
 #include "kiln/tensor.h"
@@ -46,5 +47,13 @@ struct DeltaNetBlock {
   // Weight bytes one decode step reads, plus the recurrent state it reads and writes.
   int64_t decode_bytes() const;
 };
+
+// `fused` [T, key_heads * sum(widths)] holds, per key head j, pieces of `widths` columns
+// in order; writes `flat` (same shape) in the flat layout [piece 0 of every head | piece 1
+// of every head | ...] (transformers' fix_query_key_value_ordering). Each piece is a
+// strided view copied into place: data movement only, and no index tensor (a device
+// would read one back to check its range).
+void ungroup_by_key_head(const Tensor& fused, int64_t key_heads, std::initializer_list<int64_t> widths,
+                         const Tensor& flat);
 
 }  // namespace kiln::llm
