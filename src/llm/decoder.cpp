@@ -197,6 +197,67 @@ void DecoderModel::prepare_fused_decode() {
       }
     }
   }
+  if (weights_.embedding.device() == kCPU) prepare_decode_steps();
+}
+
+void DecoderModel::prepare_decode_steps() {
+  decode_buffers_.emplace(weights_.embedding.device());
+  DecodeBuffers& buffers = *decode_buffers_;
+  const bool one_plus = config_.zero_centred_norms;
+  for (const DecoderLayer& layer : weights_.layers) {
+    LayerDecodeSteps steps;
+    if (layer.attention && layer.attention_decode) {
+      steps.attention = AttentionExitStep::make(*layer.attention, cache_.dtype(), buffers);
+    }
+    if (layer.conv) {
+      steps.conv = ShortConvStep::make(*layer.conv, NormStep::make(layer.mixer_norm, one_plus, config_.norm_eps),
+                                       buffers);
+    }
+    if (layer.delta_net) {
+      steps.delta_net = DeltaNetStep::make(
+          *layer.delta_net, NormStep::make(layer.mixer_norm, one_plus, config_.norm_eps), config_.hidden_size, buffers);
+    }
+    if (layer.dense) {
+      steps.dense = DenseFfnStep::make(*layer.dense, NormStep::make(layer.ffn_norm, one_plus, config_.norm_eps),
+                                       config_.hidden_size, buffers);
+    }
+    decode_steps_.push_back(std::move(steps));
+  }
+  decode_frame_.emplace(weights_.embedding, NormStep::make(weights_.final_norm, one_plus, config_.norm_eps),
+                        weights_.lm_head, buffers);
+}
+
+// A one-token forward with the fused blocks and the decode steps: what forward_locked's
+// general path computes, bit for bit, without allocating once the buffers exist.
+Tensor DecoderModel::forward_decode_step(int32_t token) {
+  DecodeFrame& frame = *decode_frame_;
+  Tensor x = frame.embed(token);
+  Tensor other = frame.other_residual();
+  for (int64_t i = 0; i < static_cast<int64_t>(weights_.layers.size()); ++i) {
+    const DecoderLayer& layer = weights_.layers[static_cast<size_t>(i)];
+    LayerDecodeSteps& steps = decode_steps_[static_cast<size_t>(i)];
+    if (steps.attention) {
+      const AttentionEntryDecode::Output entry =
+          (*layer.attention_decode)(x, cache_.keys(i), cache_.values(i), position_);
+      (*steps.attention)(x, entry.q, entry.gate, cache_, i, position_);
+    } else if (steps.conv) {
+      (*steps.conv)(x, cache_, i);
+    } else {
+      (*steps.delta_net)(x, cache_, i);
+    }
+    if (layer.moe_decode) {
+      (*layer.moe_decode)(x, other);  // other = x + moe(ffn_norm(x))
+      std::swap(x, other);
+    } else if (steps.dense) {
+      (*steps.dense)(x);
+    } else {
+      const Tensor h = rms_norm_layer(x, layer.ffn_norm);
+      add_(x, layer.moe ? layer.moe->forward(h) : layer.dense->forward(h));
+    }
+  }
+  Tensor logits = frame.logits(x);
+  position_ += 1;
+  return logits;
 }
 
 void DecoderModel::reset_locked() {
@@ -221,13 +282,16 @@ Tensor DecoderModel::forward_locked(std::span<const int32_t> tokens, bool all_lo
   KILN_CHECK_KIND(position_ + count <= cache_.capacity(), Value, kForward,
                   "{} tokens at position {} exceed the context of {} tokens (LoadOptions::max_context)", count,
                   position_, cache_.capacity());
-  Tensor ids = Tensor::empty({count}, DType::Int64);
-  int64_t* id_data = ids.data<int64_t>();
   for (int64_t t = 0; t < count; ++t) {
     KILN_CHECK_KIND(tokens[t] >= 0 && tokens[t] < config_.vocab_size, Index, kForward,
                     "token {} (at {}) is outside the vocabulary of {} ids", tokens[t], t, config_.vocab_size);
-    id_data[t] = tokens[t];
   }
+  // Every attention layer's entry fused: a decode token needs no RoPE tables, and the
+  // decode steps cover the rest of the token.
+  if (count == 1 && decode_frame_ && every_attention_fused_) return forward_decode_step(tokens[0]);
+  Tensor ids = Tensor::empty({count}, DType::Int64);
+  int64_t* id_data = ids.data<int64_t>();
+  for (int64_t t = 0; t < count; ++t) id_data[t] = tokens[t];
 
   const Device device = weights_.embedding.device();
   Tensor x = embed_tokens(weights_.embedding, ids);  // a fresh float32 [T, H] tensor

@@ -24,6 +24,7 @@
 #include "llm/blocks/ffn_blocks.h"
 #include "llm/blocks/short_conv_block.h"
 #include "llm/config.h"
+#include "llm/decode_steps.h"
 #include "llm/kv_cache.h"
 #include "llm/weights.h"
 
@@ -97,6 +98,20 @@ class DecoderModel final : public Model {
   // The other residual row of a one-token forward: fused blocks write x + block(x) here,
   // then the two swap, so decode allocates no residual per layer.
   Tensor decode_residual_;
+  // A one-token forward on the CPU runs on buffers formed at load (decode_steps.h): the
+  // frame (embedding row, residual rows, head and logits) and per layer the steps the
+  // fused blocks leave (attention exit, dense FFN, short conv, Gated DeltaNet).
+  struct LayerDecodeSteps {
+    std::optional<AttentionExitStep> attention;
+    std::optional<ShortConvStep> conv;
+    std::optional<DeltaNetStep> delta_net;
+    std::optional<DenseFfnStep> dense;
+  };
+  std::optional<DecodeBuffers> decode_buffers_;
+  std::optional<DecodeFrame> decode_frame_;
+  std::vector<LayerDecodeSteps> decode_steps_;
+  void prepare_decode_steps();
+  Tensor forward_decode_step(int32_t token);
   bool every_attention_fused_ = false;  // a one-token forward then needs no RoPE tables
   int64_t weight_decode_bytes_ = 0;  // the weight part of decode_bytes_per_token
 };

@@ -178,8 +178,6 @@ void move_weights_to_device(DecoderWeights& w, Device device) {
       DeltaNetBlock& d = *layer.delta_net;
       for (Linear* l : {&d.in_proj_qkv, &d.in_proj_z, &d.in_proj_b, &d.in_proj_a, &d.out_proj}) p.move(*l);
       for (Tensor* t : {&d.conv_weight, &d.A_log, &d.dt_bias, &d.norm_weight}) p.move(*t);
-      p.move(d.qkvz_order);
-      p.move(d.ba_order);
     }
     if (layer.moe) {
       MoeBlock& m = *layer.moe;

@@ -23,6 +23,8 @@
 #include "kiln/type_promotion.h"
 #include "ops/autograd_hooks.h"
 #include "ops/op_utils.h"
+#include "ops/out_checks.h"
+#include "kiln/ops/out_variants.h"
 
 namespace kiln {
 
@@ -88,10 +90,12 @@ Tensor causal_bias(int64_t L, int64_t S, DType compute) {
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
-                                    std::optional<double> scale, bool enable_gqa) {
-  KILN_AUTOGRAD(scaled_dot_product_attention, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+namespace {
+
+// scaled_dot_product_attention, into `into` when given (attention_decode_out: already
+// checked to have the result's shape, dtype and device, contiguous, overlapping nothing).
+Tensor sdpa_impl(const Tensor& query, const Tensor& key, const Tensor& value, const std::optional<Tensor>& attn_mask,
+                 double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa, const Tensor* into) {
   check_defined(query, kSdpa, "query");
   check_defined(key, kSdpa, "key");
   check_defined(value, kSdpa, "value");
@@ -168,7 +172,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     is_causal = false;
   }
 
-  Tensor out = Tensor::empty(out_shape, query.dtype(), query.device(), "scaled_dot_product_attention");
+  Tensor out = into != nullptr ? *into : Tensor::empty(out_shape, query.dtype(), query.device(), kSdpa);
   if (out.numel() == 0) return out;
   if (S == 0 || dropout_p == 1.0) {
     // Nothing to attend to, or every weight dropped: zeros (kiln decisions 5 and 6).
@@ -233,10 +237,20 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   return out;
 }
 
-Tensor attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t valid_len,
-                        std::optional<double> scale) {
-  KILN_AUTOGRAD(attention_decode, q, k_cache, v_cache, valid_len, scale);
-  constexpr const char* op = "attention_decode";
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale, bool enable_gqa) {
+  KILN_AUTOGRAD(scaled_dot_product_attention, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  return sdpa_impl(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, nullptr);
+}
+
+namespace {
+
+// attention_decode's checks and its SDPA call, into `out` [B, Hq, Ev] when given.
+Tensor attention_decode_impl(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                             int64_t valid_len, std::optional<double> scale, const Tensor* out) {
   check_defined(q, op, "q");
   check_defined(k_cache, op, "k_cache");
   check_defined(v_cache, op, "v_cache");
@@ -259,9 +273,28 @@ Tensor attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_
                   S_max);
   const Tensor k = k_cache.narrow(2, 0, valid_len);
   const Tensor v = v_cache.narrow(2, 0, valid_len);
-  const Tensor out =
-      scaled_dot_product_attention(q.unsqueeze(2), k, v, std::nullopt, 0.0, false, scale, /*enable_gqa=*/true);
-  return out.view({B, Hq, v_cache.size(3)});
+  if (out == nullptr) {
+    const Tensor result =
+        sdpa_impl(q.unsqueeze(2), k, v, std::nullopt, 0.0, false, scale, /*enable_gqa=*/true, nullptr);
+    return result.view({B, Hq, v_cache.size(3)});
+  }
+  out_detail::check_out(op, *out, Shape{B, Hq, v_cache.size(3)}, q.dtype(), q.device(), {&q, &k_cache, &v_cache});
+  const Tensor into = out->unsqueeze(2);  // [B, Hq, 1, Ev], SDPA's result shape
+  sdpa_impl(q.unsqueeze(2), k, v, std::nullopt, 0.0, false, scale, /*enable_gqa=*/true, &into);
+  return *out;
+}
+
+}  // namespace
+
+Tensor attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t valid_len,
+                        std::optional<double> scale) {
+  KILN_AUTOGRAD(attention_decode, q, k_cache, v_cache, valid_len, scale);
+  return attention_decode_impl("attention_decode", q, k_cache, v_cache, valid_len, scale, nullptr);
+}
+
+void attention_decode_out(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                          int64_t valid_len, std::optional<double> scale) {
+  attention_decode_impl("attention_decode_out", q, k_cache, v_cache, valid_len, scale, &out);
 }
 
 }  // namespace kiln

@@ -201,8 +201,10 @@ std::optional<AttentionEntryDecode> AttentionEntryDecode::prepare(const Attentio
   if (!backend::decode_block_kernels.has(device.type)) return std::nullopt;  // the unfused ops run
   auto state = std::make_shared<State>();
   state->device = device;
-  const int64_t q_rows = c.num_heads * c.head_dim * (c.output_gate ? 2 : 1);
-  const int64_t kv_rows = c.num_kv_heads * c.head_dim;
+  int64_t q_rows = 0, kv_rows = 0;
+  KILN_CHECK(checked_mul(c.num_heads, c.head_dim, &q_rows) && checked_mul(q_rows, c.output_gate ? 2 : 1, &q_rows) &&
+                 checked_mul(c.num_kv_heads, c.head_dim, &kv_rows),
+             op, "heads {} and kv heads {} of head_dim {} overflow int64", c.num_heads, c.num_kv_heads, c.head_dim);
   backend::AttentionEntryDecodeArgs& a = state->args;
   a.q = projection("q_weight", c.q_weight, c.q_scale, q_rows, H, state->keep);
   a.k = projection("k_weight", c.k_weight, c.k_scale, kv_rows, H, state->keep);

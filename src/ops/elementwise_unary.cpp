@@ -9,6 +9,9 @@
 #include "core/memory_format.h"
 #include "ops/elementwise_common.h"
 #include "ops/op_utils.h"
+#include "ops/out_checks.h"
+#include "kiln/grad_mode.h"
+#include "kiln/ops/out_variants.h"
 
 namespace kiln {
 
@@ -47,7 +50,27 @@ Tensor activation(const char* name, UnaryOp op, const Tensor& x, const backend::
   return apply_unary(name, op, x, x.dtype(), args);
 }
 
+// A floating op into `out` of x's dtype and shape. out may be x itself (each element is
+// read before it is written); any other overlap is refused.
+void floating_unary_into(const char* name, UnaryOp op, const Tensor& out, const Tensor& x) {
+  check_defined(x, name, "input");
+  ew::check_floating(name, x.dtype());
+  const bool same = out.defined() && out.data_ptr() == x.data_ptr() && x.is_contiguous() && out.sizes() == x.sizes();
+  out_detail::check_out(name, out, x.sizes(), x.dtype(), x.device(), {same ? nullptr : &x});
+  if (same && GradMode::is_enabled()) {
+    KILN_CHECK(!x.requires_grad(), name,
+               "functions with out=... arguments don't support automatic differentiation, but one of the arguments "
+               "requires grad.");
+  }
+  const DType compute = compute_dtype(x.dtype());
+  ew::require_kernel(name, x.device(), op, compute, x.dtype());
+  ew::run_unary(name, out, compute, x, compute, op);
+}
+
 }  // namespace
+
+void sigmoid_out(const Tensor& out, const Tensor& x) { floating_unary_into("sigmoid_out", UnaryOp::Sigmoid, out, x); }
+void silu_out(const Tensor& out, const Tensor& x) { floating_unary_into("silu_out", UnaryOp::Silu, out, x); }
 
 Tensor abs(const Tensor& x) {
   KILN_AUTOGRAD(abs, x);

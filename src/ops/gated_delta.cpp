@@ -11,6 +11,9 @@
 #include "kiln/int_math.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
+#include "ops/out_checks.h"
+#include "core/memory_overlap.h"
+#include "kiln/ops/out_variants.h"
 
 namespace kiln {
 namespace {
@@ -38,8 +41,11 @@ Tensor as_float32(const Tensor& t) { return t.to(DType::Float32).contiguous(); }
 
 }  // namespace
 
-Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, const std::string& activation) {
-  constexpr const char* op = "causal_conv1d";
+namespace {
+
+// causal_conv1d, into `into` when given (causal_conv1d_out).
+Tensor causal_conv1d_impl(const char* op, const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                          const std::string& activation, const Tensor* into) {
   check_float(x, op, "x");
   check_float(weight, op, "weight");
   KILN_CHECK(x.dim() == 2, op, "expected x of shape [tokens, channels], got {}", x.shape_str());
@@ -53,8 +59,13 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, 
   const int64_t kernel = weight.size(-1);
   check_state(conv_state, {kernel - 1, channels}, op, "conv_state");
   const Device device = common_device(op, {&x, &weight, &conv_state});
+  if (into != nullptr) {
+    out_detail::check_out(op, *into, {x.size(0), channels}, x.dtype(), device, {&x, &weight, &conv_state});
+  }
 
-  Tensor out = Tensor::empty({x.size(0), channels}, DType::Float32, device, op);
+  // The kernel writes float32: straight into a float32 `into`.
+  const bool direct = into != nullptr && x.dtype() == DType::Float32;
+  Tensor out = direct ? *into : Tensor::empty({x.size(0), channels}, DType::Float32, device, op);
   const OpProfile profile(op, [&] {
     return OpCost{tensor_bytes({&x, &weight, &out}) + 2 * tensor_bytes({&conv_state}),
                   2.0 * static_cast<double>(x.numel()) * static_cast<double>(kernel)};
@@ -71,11 +82,28 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, 
         .causal_conv1d(current_context(), {xf.data<float>(), wf.data<float>(), conv_state.data<float>(),
                                            out.data<float>(), x.size(0), channels, kernel, activation == "silu"});
   }
-  return out.to(x.dtype());
+  if (into == nullptr) return out.to(x.dtype());
+  Tensor result = *into;
+  if (!direct) result.copy_(out);
+  return result;
 }
 
-DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias) {
-  constexpr const char* op = "gated_delta_gates";
+}  // namespace
+
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& conv_state, const std::string& activation) {
+  return causal_conv1d_impl("causal_conv1d", x, weight, conv_state, activation, nullptr);
+}
+
+void causal_conv1d_out(const Tensor& out, const Tensor& x, const Tensor& weight, Tensor& conv_state,
+                       const std::string& activation) {
+  causal_conv1d_impl("causal_conv1d_out", x, weight, conv_state, activation, &out);
+}
+
+namespace {
+
+// gated_delta_gates, into `into` (g, beta) when given (gated_delta_gates_out).
+DeltaGates gated_delta_gates_impl(const char* op, const Tensor& a, const Tensor& b, const Tensor& A_log,
+                                  const Tensor& dt_bias, const DeltaGates* into) {
   check_float(a, op, "a");
   check_float(b, op, "b");
   check_float(A_log, op, "A_log");
@@ -87,8 +115,15 @@ DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_l
              "expected A_log and dt_bias of shape [{}] (the last dim of a), got {} and {}", heads, A_log.shape_str(),
              dt_bias.shape_str());
   const Device device = common_device(op, {&a, &b, &A_log, &dt_bias});
-  DeltaGates gates{Tensor::empty(a.sizes(), DType::Float32, device, op),
-                   Tensor::empty(a.sizes(), DType::Float32, device, op)};
+  if (into != nullptr) {
+    for (const Tensor* t : {&into->g, &into->beta}) {
+      out_detail::check_out(op, *t, a.sizes(), DType::Float32, device, {&a, &b, &A_log, &dt_bias});
+    }
+    check_no_overlap(into->g, into->beta, op);
+  }
+  DeltaGates gates = into != nullptr ? *into
+                                     : DeltaGates{Tensor::empty(a.sizes(), DType::Float32, device, op),
+                                                  Tensor::empty(a.sizes(), DType::Float32, device, op)};
   if (a.numel() == 0) return gates;
   const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&a, &b, &gates.g, &gates.beta}), 0}; });
   const Tensor af = as_float32(a), bf = as_float32(b), lf = as_float32(A_log), df = as_float32(dt_bias);
@@ -98,13 +133,25 @@ DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_l
   return gates;
 }
 
+}  // namespace
+
+DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias) {
+  return gated_delta_gates_impl("gated_delta_gates", a, b, A_log, dt_bias, nullptr);
+}
+
+void gated_delta_gates_out(const Tensor& g, const Tensor& beta, const Tensor& a, const Tensor& b, const Tensor& A_log,
+                           const Tensor& dt_bias) {
+  const DeltaGates into{g, beta};
+  gated_delta_gates_impl("gated_delta_gates_out", a, b, A_log, dt_bias, &into);
+}
+
 namespace {
 
 // Validates the rule's inputs (named after `op`) and runs `kernel` on float32 copies.
 template <typename RunKernel>
 Tensor run_gated_delta_rule(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                             const Tensor& beta, Tensor& state, bool use_qk_l2norm_in_kernel,
-                            std::optional<double> scale, RunKernel kernel) {
+                            std::optional<double> scale, RunKernel kernel, const Tensor* into = nullptr) {
   for (const auto& [t, name] : {std::pair<const Tensor&, const char*>{q, "q"}, {k, "k"}, {v, "v"}, {g, "g"},
                                 {beta, "beta"}}) {
     check_float(t, op, name);
@@ -128,8 +175,13 @@ Tensor run_gated_delta_rule(const char* op, const Tensor& q, const Tensor& k, co
   KILN_CHECK_KIND(std::isfinite(s), Value, op, "scale must be finite, got {}", s);
   // The state is [value_heads, key_dim, value_dim] float32: its byte count must fit.
   checked_mul(checked_mul(checked_mul(value_heads, key_dim, op), value_dim, op), int64_t{4}, op);
+  const Device device = common_device(op, {&q, &k, &v, &g, &beta, &state});
 
-  Tensor out = Tensor::empty({tokens, value_heads, value_dim}, DType::Float32);
+  if (into != nullptr) {
+    out_detail::check_out(op, *into, {tokens, value_heads, value_dim}, DType::Float32, device,
+                          {&q, &k, &v, &g, &beta, &state});
+  }
+  Tensor out = into != nullptr ? *into : Tensor::empty({tokens, value_heads, value_dim}, DType::Float32, device, op);
   if (tokens == 0) return out;
   // The recurrent count per token and state entry (two multiply-adds to read S^T k and
   // S^T q, a decay, and a multiply-add to write); the chunked form does about as much.
@@ -154,6 +206,17 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
                               [](const backend::GatedDeltaKernels& kernels, const backend::GatedDeltaRuleProblem& p) {
                                 kernels.rule(current_context(), p);
                               });
+}
+
+void gated_delta_rule_out(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                          const Tensor& beta, Tensor& state, bool use_qk_l2norm_in_kernel,
+                          std::optional<double> scale) {
+  run_gated_delta_rule(
+      "gated_delta_rule_out", q, k, v, g, beta, state, use_qk_l2norm_in_kernel, scale,
+      [](const backend::GatedDeltaKernels& kernels, const backend::GatedDeltaRuleProblem& p) {
+        kernels.rule(current_context(), p);
+      },
+      &out);
 }
 
 Tensor gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,

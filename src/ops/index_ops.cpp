@@ -18,6 +18,8 @@
 #include "core/scalar_convert.h"
 #include "ops/fill_value.h"
 #include "ops/op_utils.h"
+#include "ops/out_checks.h"
+#include "kiln/ops/out_variants.h"
 
 namespace kiln {
 
@@ -81,31 +83,48 @@ void check_bool_mask(const Tensor& mask, const char* op) {
 
 void check_fill_value(const Scalar& value, DType dt, const char* op) { check_scalar_converts(value, dt, op); }
 
-Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
-  KILN_AUTOGRAD(index_select, input, dim, index);
-  check_defined(input, "index_select", "input");
-  check_defined(index, "index_select", "index");
-  common_device("index_select", {&input, &index});
-  check_index_dtype(index, "index_select");
-  check_rank(input, "index_select");
-  KILN_CHECK_KIND(index.dim() <= 1, Index, "index_select", "Index is supposed to be a vector, got {}-D index",
-                  index.dim());
-  dim = wrap_dim(dim, input.dim(), "index_select");
+namespace {
+
+// index_select, into `into` when given (index_select_out).
+Tensor index_select_impl(const char* op, const Tensor& input, int64_t dim, const Tensor& index, const Tensor* into) {
+  check_defined(input, op, "input");
+  check_defined(index, op, "index");
+  common_device(op, {&input, &index});
+  check_index_dtype(index, op);
+  check_rank(input, op);
+  KILN_CHECK_KIND(index.dim() <= 1, Index, op, "Index is supposed to be a vector, got {}-D index", index.dim());
+  dim = wrap_dim(dim, input.dim(), op);
   const ExecutionContext ctx = current_context();
   if (input.dim() == 0) {
-    KILN_CHECK_KIND(index.numel() == 1, Index, "index_select",
-                    "Index to scalar can have only 1 value, got {} value(s)", index.numel());
-    read_rows(ctx, index, 1, "index_select");
-    return input.clone();
+    KILN_CHECK_KIND(index.numel() == 1, Index, op, "Index to scalar can have only 1 value, got {} value(s)",
+                    index.numel());
+    read_rows(ctx, index, 1, op);
+    if (into == nullptr) return input.clone();
+    out_detail::check_out(op, *into, input.sizes(), input.dtype(), input.device(), {&input, &index});
+    Tensor out = *into;
+    out.copy_(input);
+    return out;
   }
   // The output first: an expanded index of 2^40 entries is refused as the output it
   // asks for ("index_select: ... you tried to allocate"), before its entries are read.
   Shape out_shape = input.sizes();
   out_shape[dim] = index.numel();
-  Tensor out = Tensor::empty(out_shape, input.dtype(), input.device(), "index_select");
-  const std::vector<int64_t> rows = read_rows(ctx, index, input.size(dim), "index_select");
-  kernels_on(input, "index_select").index_select(ctx, {out, input, dim, rows});
+  if (into != nullptr) out_detail::check_out(op, *into, out_shape, input.dtype(), input.device(), {&input, &index});
+  Tensor out = into != nullptr ? *into : Tensor::empty(out_shape, input.dtype(), input.device(), op);
+  const std::vector<int64_t> rows = read_rows(ctx, index, input.size(dim), op);
+  kernels_on(input, op).index_select(ctx, {out, input, dim, rows});
   return out;
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
+  KILN_AUTOGRAD(index_select, input, dim, index);
+  return index_select_impl("index_select", input, dim, index, nullptr);
+}
+
+void index_select_out(const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) {
+  index_select_impl("index_select_out", input, dim, index, &out);
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {

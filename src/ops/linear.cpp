@@ -10,6 +10,8 @@
 #include "ops/autograd_hooks.h"
 #include "ops/linear_common.h"
 #include "ops/op_utils.h"
+#include "ops/out_checks.h"
+#include "kiln/ops/out_variants.h"
 
 namespace kiln {
 
@@ -58,17 +60,24 @@ std::optional<Tensor> checked_bias(const char* op, const std::optional<Tensor>& 
 
 Tensor run_linear(const char* op, const LinearGeometry& g, const backend::LinearWeight& w,
                   const std::optional<Tensor>& bias) {
+  Tensor out = Tensor::empty(g.out_shape, g.x.dtype(), g.x.device(), op);
+  run_linear_into(op, g, w, bias, out);
+  return out;
+}
+
+void run_linear_into(const char* op, const LinearGeometry& g, const backend::LinearWeight& w,
+                     const std::optional<Tensor>& bias, const Tensor& out) {
   const DType dtype = g.x.dtype();
-  Tensor out = Tensor::empty(g.out_shape, dtype, g.x.device(), op);
-  if (g.M == 0 || g.N == 0) return out;
+  if (g.M == 0 || g.N == 0) return;
   if (g.K == 0) {
     // An empty sum: PyTorch gives the bias (broadcast), or zeros.
+    Tensor y = out;  // a handle on the caller's tensor
     if (bias.has_value()) {
-      out.copy_(*bias);
+      y.copy_(*bias);
     } else {
-      out.zero_();
+      y.zero_();
     }
-    return out;
+    return;
   }
   backend::LinearActivations act;
   act.dtype = dtype;
@@ -85,14 +94,22 @@ Tensor run_linear(const char* op, const LinearGeometry& g, const backend::Linear
     return OpCost{weight_bytes + tensor_bytes({&g.x, &out}), 2.0 * static_cast<double>(g.M) * static_cast<double>(w.N) * static_cast<double>(w.K)};
   });
   kernel(current_context(), w, act);
-  return out;
 }
 
 }  // namespace linear_detail
 
-Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
-  KILN_AUTOGRAD(linear, input, weight, bias);
-  constexpr const char* op = "linear";
+namespace {
+
+// linear's checks, with PyTorch's messages; the result is what run_linear takes.
+struct CheckedLinear {
+  linear_detail::LinearGeometry g;
+  std::optional<Tensor> bias;
+  Tensor weight_keep;
+  backend::LinearWeight w;
+};
+
+CheckedLinear check_linear(const char* op, const Tensor& input, const Tensor& weight,
+                           const std::optional<Tensor>& bias) {
   check_defined(input, op, "input");
   check_defined(weight, op, "weight");
   KILN_CHECK_KIND(weight.dtype() != DType::Float8_e4m3fn, Type, op,
@@ -105,11 +122,28 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
   KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::BFloat16 ||
                       dtype == DType::Float16,
                   Type, op, "expected float32, float64, bfloat16 or float16 tensors, got {}", dtype_name(dtype));
-  const linear_detail::LinearGeometry g = linear_detail::linear_geometry(op, input, weight);
-  const std::optional<Tensor> b = linear_detail::checked_bias(op, bias, dtype, g.N);
-  Tensor w_keep;
-  const backend::LinearWeight w = linear_detail::weight_rows(weight, w_keep);
-  return linear_detail::run_linear(op, g, w, b);
+  CheckedLinear c;
+  c.g = linear_detail::linear_geometry(op, input, weight);
+  c.bias = linear_detail::checked_bias(op, bias, dtype, c.g.N);
+  c.w = linear_detail::weight_rows(weight, c.weight_keep);
+  return c;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  KILN_AUTOGRAD(linear, input, weight, bias);
+  constexpr const char* op = "linear";
+  const CheckedLinear c = check_linear(op, input, weight, bias);
+  return linear_detail::run_linear(op, c.g, c.w, c.bias);
+}
+
+void linear_out(const Tensor& out, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  constexpr const char* op = "linear_out";
+  const CheckedLinear c = check_linear(op, input, weight, bias);
+  out_detail::check_out(op, out, c.g.out_shape, input.dtype(), input.device(),
+                        {&input, &weight, bias ? &*bias : nullptr});
+  linear_detail::run_linear_into(op, c.g, c.w, c.bias, out);
 }
 
 }  // namespace kiln

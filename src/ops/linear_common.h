@@ -32,5 +32,8 @@ std::optional<Tensor> checked_bias(const char* op, const std::optional<Tensor>& 
 // the input's device.
 Tensor run_linear(const char* op, const LinearGeometry& g, const backend::LinearWeight& w,
                   const std::optional<Tensor>& bias);
+// The same into `out`, already checked to have g.out_shape, the input's dtype and device.
+void run_linear_into(const char* op, const LinearGeometry& g, const backend::LinearWeight& w,
+                     const std::optional<Tensor>& bias, const Tensor& out);
 
 }  // namespace kiln::linear_detail

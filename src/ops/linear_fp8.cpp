@@ -11,6 +11,8 @@
 #include "ops/autograd_hooks.h"
 #include "ops/linear_common.h"
 #include "ops/op_utils.h"
+#include "ops/out_checks.h"
+#include "kiln/ops/out_variants.h"
 
 namespace kiln {
 
@@ -42,9 +44,17 @@ backend::LinearWeight fp8_weight(const char* op, const Tensor& weight, const Ten
 
 }  // namespace
 
-Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale, const std::optional<Tensor>& bias) {
-  KILN_AUTOGRAD(linear_fp8, input, weight, scale, bias);
-  constexpr const char* op = "linear_fp8";
+namespace {
+
+struct CheckedLinearFp8 {
+  linear_detail::LinearGeometry g;
+  std::optional<Tensor> bias;
+  Tensor weight_keep, scale_keep;
+  backend::LinearWeight w;
+};
+
+CheckedLinearFp8 check_linear_fp8(const char* op, const Tensor& input, const Tensor& weight, const Tensor& scale,
+                                  const std::optional<Tensor>& bias) {
   check_defined(input, op, "input");
   check_defined(weight, op, "weight");
   check_defined(scale, op, "scale");
@@ -52,11 +62,29 @@ Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale
   const DType dtype = input.dtype();
   KILN_CHECK_KIND(dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float16, Type, op,
                   "input must be float32, bfloat16 or float16, but got {}", dtype_name(dtype));
-  Tensor weight_keep, scale_keep;
-  const backend::LinearWeight w = fp8_weight(op, weight, scale, weight_keep, scale_keep);
-  const linear_detail::LinearGeometry g = linear_detail::linear_geometry(op, input, weight);
-  const std::optional<Tensor> b = linear_detail::checked_bias(op, bias, dtype, g.N);
-  return linear_detail::run_linear(op, g, w, b);
+  CheckedLinearFp8 c;
+  c.w = fp8_weight(op, weight, scale, c.weight_keep, c.scale_keep);
+  c.g = linear_detail::linear_geometry(op, input, weight);
+  c.bias = linear_detail::checked_bias(op, bias, dtype, c.g.N);
+  return c;
+}
+
+}  // namespace
+
+Tensor linear_fp8(const Tensor& input, const Tensor& weight, const Tensor& scale, const std::optional<Tensor>& bias) {
+  KILN_AUTOGRAD(linear_fp8, input, weight, scale, bias);
+  constexpr const char* op = "linear_fp8";
+  const CheckedLinearFp8 c = check_linear_fp8(op, input, weight, scale, bias);
+  return linear_detail::run_linear(op, c.g, c.w, c.bias);
+}
+
+void linear_fp8_out(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& scale,
+                    const std::optional<Tensor>& bias) {
+  constexpr const char* op = "linear_fp8_out";
+  const CheckedLinearFp8 c = check_linear_fp8(op, input, weight, scale, bias);
+  out_detail::check_out(op, out, c.g.out_shape, input.dtype(), input.device(),
+                        {&input, &weight, &scale, bias ? &*bias : nullptr});
+  linear_detail::run_linear_into(op, c.g, c.w, c.bias, out);
 }
 
 namespace {

@@ -16,6 +16,8 @@
 #include "ops/autograd_hooks.h"
 #include "ops/nn_utils.h"
 #include "ops/op_utils.h"
+#include "ops/out_checks.h"
+#include "kiln/ops/out_variants.h"
 
 namespace kiln {
 namespace {
@@ -79,11 +81,14 @@ int64_t check_last_dim_weight(const Tensor& input, const Tensor& weight, const c
   return hidden;
 }
 
+// Into `into` when given (the _out ops: checked here against what would be allocated).
 Tensor run_rms_norm(const char* op, backend::RmsNormKind kind, const Tensor& input, int64_t cols, DType compute,
-                    DType out_dtype, const Tensor& weight, const Tensor& gate, DType weighted_dtype, double eps) {
+                    DType out_dtype, const Tensor& weight, const Tensor& gate, DType weighted_dtype, double eps,
+                    const Tensor* into = nullptr) {
   const Device device = common_device(op, {&input, &weight, &gate});
+  if (into != nullptr) out_detail::check_out(op, *into, input.sizes(), out_dtype, device, {&input, &weight, &gate});
   const Tensor x = input.contiguous();
-  Tensor out = Tensor::empty(input.sizes(), out_dtype, device, op);
+  Tensor out = into != nullptr ? *into : Tensor::empty(input.sizes(), out_dtype, device, op);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
   const auto kernel = backend::norm_kernels.on(x.device(), op).rms_norm;
   const OpProfile profile(op, [&] { return OpCost{tensor_bytes({&x, &out, &weight, &gate}), 0}; });
@@ -122,9 +127,10 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const std::o
                       weight ? widened(*weight, compute) : Tensor(), Tensor(), input.dtype(), e);
 }
 
-Tensor rms_norm_llama(const Tensor& input, const Tensor& weight, double eps) {
-  KILN_AUTOGRAD(rms_norm_llama, input, weight, eps);
-  constexpr const char* op = "rms_norm_llama";
+namespace {
+
+Tensor rms_norm_llama_impl(const char* op, const Tensor& input, const Tensor& weight, double eps,
+                           const Tensor* into) {
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
   check_float_param(weight, op, "weight");
@@ -133,7 +139,35 @@ Tensor rms_norm_llama(const Tensor& input, const Tensor& weight, double eps) {
   const DType out_dtype = promote_types(input.dtype(), weight.dtype());
   return run_rms_norm(op, backend::RmsNormKind::RoundThenWeight, input, cols, compute, out_dtype,
                       widened(weight, compute), Tensor(), out_dtype,
-                      eps_for(compute_for(input.dtype(), input.dtype()), eps));
+                      eps_for(compute_for(input.dtype(), input.dtype()), eps), into);
+}
+
+}  // namespace
+
+Tensor rms_norm_llama(const Tensor& input, const Tensor& weight, double eps) {
+  KILN_AUTOGRAD(rms_norm_llama, input, weight, eps);
+  return rms_norm_llama_impl("rms_norm_llama", input, weight, eps, nullptr);
+}
+
+void rms_norm_llama_out(const Tensor& out, const Tensor& input, const Tensor& weight, double eps) {
+  rms_norm_llama_impl("rms_norm_llama_out", input, weight, eps, &out);
+}
+
+void rms_norm_out(const Tensor& out, const Tensor& input, const Tensor& weight, double eps) {
+  constexpr const char* op = "rms_norm_out";
+  check_defined(input, op, "input");
+  check_float_input(input, op, "rms_norm");
+  check_float_param(weight, op, "weight");
+  KILN_CHECK(weight.dim() == 1, op, "expected a 1-D weight (normalized_shape [{}]), got weight of shape {}",
+             input.dim() >= 1 ? input.size(-1) : 0, weight.shape_str());
+  const Shape normalized{weight.size(0)};
+  const int64_t cols = check_normalized_shape(input, normalized, op);
+  // As rms_norm computes with normalized_shape = weight's shape and this eps.
+  const DType compute = compute_for(input.dtype(), weight.dtype());
+  const bool double_opmath = input.dtype() == DType::Float64;
+  run_rms_norm(op, backend::RmsNormKind::ScaleThenWeight, input, cols, compute, input.dtype(),
+               widened(weight, compute), Tensor(), input.dtype(),
+               eps_for(double_opmath ? DType::Float64 : DType::Float32, eps), &out);
 }
 
 Tensor rms_norm_one_plus(const Tensor& input, const Tensor& weight, double eps) {
@@ -150,9 +184,10 @@ Tensor rms_norm_one_plus(const Tensor& input, const Tensor& weight, double eps) 
                       input.dtype(), eps_for(compute_for(input.dtype(), input.dtype()), eps));
 }
 
-Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& weight, double eps) {
-  KILN_AUTOGRAD(rms_norm_gated, input, gate, weight, eps);
-  constexpr const char* op = "rms_norm_gated";
+namespace {
+
+Tensor rms_norm_gated_impl(const char* op, const Tensor& input, const Tensor& gate, const Tensor& weight, double eps,
+                           const Tensor* into) {
   check_defined(input, op, "input");
   check_float_input(input, op, "rms_norm");
   check_float_param(weight, op, "weight");
@@ -163,7 +198,18 @@ Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& wei
   const DType compute = compute_for(compute_for(input.dtype(), weight.dtype()), gate.dtype());
   return run_rms_norm(op, backend::RmsNormKind::Gated, input, cols, compute, input.dtype(), widened(weight, compute),
                       widened(gate, compute), promote_types(input.dtype(), weight.dtype()),
-                      eps_for(compute_for(input.dtype(), input.dtype()), eps));
+                      eps_for(compute_for(input.dtype(), input.dtype()), eps), into);
+}
+
+}  // namespace
+
+Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const Tensor& weight, double eps) {
+  KILN_AUTOGRAD(rms_norm_gated, input, gate, weight, eps);
+  return rms_norm_gated_impl("rms_norm_gated", input, gate, weight, eps, nullptr);
+}
+
+void rms_norm_gated_out(const Tensor& out, const Tensor& input, const Tensor& gate, const Tensor& weight, double eps) {
+  rms_norm_gated_impl("rms_norm_gated_out", input, gate, weight, eps, &out);
 }
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const std::optional<Tensor>& weight,

@@ -416,6 +416,9 @@ TEST(AttentionEntryDecode, BadInputs) {
   bad = e.config;
   bad.q_norm = random_tensor({15}, DType::Float32, 1);
   expect_error([&] { AttentionEntryDecode::prepare(bad); }, ErrorKind::Runtime, "q_norm");
+  bad = e.config;
+  bad.num_heads = int64_t{1} << 62;  // heads x head_dim x 2 wraps int64
+  expect_error([&] { AttentionEntryDecode::prepare(bad); }, ErrorKind::Runtime, "overflow");
   // head_dim 12 (not a multiple of 8): not fused, the unfused ops run instead.
   const Entry odd = make_entry({48, 2, 1, 12, DType::BFloat16});
   EXPECT_FALSE(AttentionEntryDecode::prepare(odd.config).has_value());

@@ -4,9 +4,10 @@
 //   - Every architecture, bf16 as stored, FP8 checkpoints and FP8 quantised at load: the
 //     logits of every decode step are bit-identical with and without the fused blocks.
 //   - After a few warm-up tokens a decode step takes no new memory from the system (every
-//     block it needs is in the caching allocator), and the fused blocks take fewer blocks
-//     from the cache than the unfused ops (the rest are the outputs of the ops that are
-//     not fused yet: attention, o_proj, the short conv, DeltaNet, lm_head; docs/llm.md).
+//     block it needs is in the caching allocator), and the fused path (the fused blocks
+//     and the decode steps, llm/decode_steps.h) takes nothing from the allocator at all:
+//     0 allocations per token for every family, bf16 and FP8.
+//   - Logits the caller still holds are never overwritten by later tokens.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -70,11 +71,35 @@ void compare(const std::string& arch, bool fp8_checkpoint, WeightFormat format) 
   EXPECT_EQ(fused.system_per_token, 0.0) << what;
   EXPECT_EQ(unfused.system_per_token, 0.0) << what;
   EXPECT_LT(fused.cached_per_token, unfused.cached_per_token) << what;
+  // The fused path takes nothing from the allocator: a regression that puts an
+  // allocation back into a steady-state token fails here.
+  EXPECT_EQ(fused.cached_per_token, 0.0) << what << ": allocations per fused decode token";
   std::printf("%s: %.1f allocations per decode token fused, %.1f unfused\n", what.c_str(), fused.cached_per_token,
               unfused.cached_per_token);
 }
 
-TEST(LlmDecodeSteadyState, FusedBlocksMatchUnfusedOpsAndAllocateLess) {
+TEST(LlmDecodeSteadyState, LogitsTheCallerHoldsStayIntact) {
+  // The decode path writes logits into buffers it reuses only once the caller has let go
+  // of them: logits kept across several tokens (generate keeps one, this keeps all) stay
+  // what they were.
+  for (const char* arch : {"qwen3_moe", "lfm2_moe"}) {
+    auto model = Model::load(kiln::testing::tiny_model_dir(arch, false), LoadOptions{});
+    model->forward(std::vector<int32_t>{3, 14, 15});
+    std::vector<Tensor> held;
+    std::vector<std::vector<float>> copies;
+    for (int32_t t = 0; t < 5; ++t) {
+      held.push_back(model->forward(std::vector<int32_t>{30 + t}));
+      const float* p = held.back().data<float>();
+      copies.emplace_back(p, p + held.back().numel());
+    }
+    for (size_t i = 0; i < held.size(); ++i) {
+      EXPECT_EQ(std::memcmp(held[i].data<float>(), copies[i].data(), copies[i].size() * sizeof(float)), 0)
+          << arch << ": the logits of step " << i << " changed under the caller";
+    }
+  }
+}
+
+TEST(LlmDecodeSteadyState, FusedDecodeMatchesUnfusedOpsAndAllocatesNothing) {
   for (const char* arch : {"qwen3_moe", "lfm2_moe", "qwen3", "qwen3_next", "qwen3_5_moe"}) {
     compare(arch, false, WeightFormat::AsStored);
   }

@@ -185,5 +185,12 @@ TEST_F(VulkanAttention, RefusesWhatHasNoKernelAndMixedDevices) {
   expect_error([&] { scaled_dot_product_attention(f64, f64, f64); }, ErrorKind::NotImplemented, "float64");
 }
 
+TEST_F(VulkanAttention, RefusesKeyCountsPast32Bits) {
+  // Keys broadcast with stride 0 take no memory, so only the count bounds them.
+  const Tensor q = uniform({1, 1, 1, 8}, -1, 1, 53, DType::Float32).to(kVulkan);
+  const Tensor kv = q.expand({1, 1, int64_t{1} << 31, 8});
+  expect_error([&] { scaled_dot_product_attention(q, kv, kv); }, ErrorKind::Runtime, "keys are too many");
+}
+
 }  // namespace
 }  // namespace kiln

@@ -102,11 +102,7 @@ TEST_F(VulkanConv, MixedDevicesAreClearErrors) {
   expect_error([&] { causal_conv1d(x, weight.to(kVulkan), dev_state, "gelu"); }, ErrorKind::Value,
                "activation must be");
   expect_error([&] { gated_delta_gates(x, x, ones({3}), ones({3}).to(kVulkan)); }, ErrorKind::Runtime, "same device");
-  // The delta rule has no Vulkan kernel yet: a clear error, not a host fallback.
-  Tensor state = zeros({1, 2, 2}).to(kVulkan);
-  const Tensor qkv = ones({1, 1, 2}).to(kVulkan), gate = ones({1, 1}).to(kVulkan);
-  expect_error([&] { gated_delta_rule(qkv, qkv, qkv, gate, gate, state); }, ErrorKind::NotImplemented,
-               "no vulkan kernel");
+  // The delta rule's own device checks: test_vulkan_gated_delta.cpp.
 }
 
 // g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b). Tolerance: exp(A_log) with

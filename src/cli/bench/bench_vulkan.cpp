@@ -6,6 +6,11 @@
 //           block scales (Qwen3-30B-A3B's q_proj shape [4096, 2048])
 //   experts moe_experts for one decode token, 8 experts of H 2048, I 768, bf16 and FP8
 //           (block scales); calls cycle through disjoint expert sets, so weights are cold
+//   delta   the gated delta rule of Qwen3-Next / Qwen3.5 (16 key heads, 32 value heads,
+//           dk = dv = 128): a decode step (GB/s of the f32 state read and written, the
+//           states of several layers cycled so each call's is cold) and a 512-token
+//           prompt, which on the device is the recurrent kernel in one dispatch (GFLOP/s
+//           at 7 flops per state entry and token; the chunked WY form is CPU-only)
 // On lavapipe (Mesa's CPU driver) the figures say nothing about a GPU (docs/gpu.md).
 #include <fmt/core.h>
 
@@ -22,6 +27,7 @@
 #include "kiln/generator.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/gated_delta.h"
 #include "kiln/ops/linear.h"
 #include "kiln/ops/moe.h"
 #include "kiln/vulkan.h"
@@ -143,6 +149,34 @@ void experts_row(Table& table, bool fp8, bool quick) {
   table.add(row);
 }
 
+void delta_rows(Table& table, bool quick) {
+  constexpr int64_t kKeyHeads = 16, kValueHeads = 32, kDim = 128;
+  const double state_bytes = 4.0 * kValueHeads * kDim * kDim;
+  auto states = rotated_copies<Tensor>(
+      static_cast<size_t>(state_bytes), [] { return zeros({kValueHeads, kDim, kDim}).to(kVulkan); },
+      rotation_bytes(quick));
+  for (const int64_t tokens : {int64_t{1}, int64_t{512}}) {
+    const Tensor q = random_weights({tokens, kKeyHeads, kDim}, 1, DType::Float32, 11);
+    const Tensor k = random_weights({tokens, kKeyHeads, kDim}, 1, DType::Float32, 12);
+    const Tensor v = random_weights({tokens, kValueHeads, kDim}, 1, DType::Float32, 13);
+    const Tensor g = full({tokens, kValueHeads}, Scalar(-0.1)).to(kVulkan);
+    const Tensor beta = full({tokens, kValueHeads}, Scalar(0.5)).to(kVulkan);
+    const auto call = [&](int i) {
+      (void)gated_delta_rule(q, k, v, g, beta, states[static_cast<size_t>(i) % states.size()]);
+    };
+    const bool decode = tokens == 1;
+    Row row{decode ? "vulkan delta decode" : "vulkan delta prefill",
+            fmt::format("{}x{}/{}x{}", tokens, kValueHeads, kKeyHeads, kDim), device_timing(call, quick)};
+    const double io = 4.0 * static_cast<double>(tokens) * (2 * kKeyHeads * kDim + 2 * kValueHeads * kDim + 2 * kValueHeads);
+    if (decode) {
+      row.bytes = 2 * state_bytes + io;
+    } else {
+      row.flops = 7.0 * static_cast<double>(tokens) * kValueHeads * kDim * kDim;
+    }
+    table.add(row);
+  }
+}
+
 }  // namespace
 
 int run_vulkan_bench(const std::string& filter, bool quick) {
@@ -166,6 +200,7 @@ int run_vulkan_bench(const std::string& filter, bool quick) {
     experts_row(table, false, quick);
     experts_row(table, true, quick);
   }
+  if (wanted("delta")) delta_rows(table, quick);
   fmt::print("device: {} ({}), driver {}\n", device.name, device.type, device.driver);
   fmt::print("roofline: {:.1f} GB/s, the device's own copy bandwidth (a clone, read + write bytes)\n", copy_gbps);
   if (device.type == "CPU") {
@@ -173,7 +208,7 @@ int run_vulkan_bench(const std::string& filter, bool quick) {
   }
   fmt::print("\n{}", table.format());
   if (table.rows().size() == 1 && !filter.empty()) {
-    fmt::print(stderr, "kiln bench --device vulkan: no row matches '{}' (gemv, experts)\n", filter);
+    fmt::print(stderr, "kiln bench --device vulkan: no row matches '{}' (gemv, experts, delta)\n", filter);
     return 2;
   }
   return 0;

@@ -2,45 +2,30 @@
 
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/gated_delta.h"
-#include "kiln/ops/index.h"
 #include "kiln/ops/nn.h"
 
 namespace kiln::llm {
 
-Tensor qwen3_next_qkvz_order(const DeltaNetGeometry& g) {
-  // Key group j of the fused output holds [q_j (dk) | k_j (dk) | v (r dv) | z (r dv)],
-  // r = Hv / Hk value heads per key head.
-  const int64_t dk = g.key_head_dim, r = g.num_value_heads / g.num_key_heads, vg = r * g.value_head_dim;
-  const int64_t group = 2 * dk + 2 * vg;
-  Tensor order = Tensor::empty({2 * g.key_dim() + 2 * g.value_dim()}, DType::Int64);
-  int64_t* o = order.data<int64_t>();
-  const int64_t q0 = 0, k0 = g.key_dim(), v0 = 2 * g.key_dim(), z0 = v0 + g.value_dim();
-  for (int64_t j = 0; j < g.num_key_heads; ++j) {
-    for (int64_t i = 0; i < dk; ++i) {
-      o[q0 + j * dk + i] = j * group + i;
-      o[k0 + j * dk + i] = j * group + dk + i;
-    }
-    for (int64_t i = 0; i < vg; ++i) {
-      o[v0 + j * vg + i] = j * group + 2 * dk + i;
-      o[z0 + j * vg + i] = j * group + 2 * dk + vg + i;
-    }
+void ungroup_by_key_head(const Tensor& fused, int64_t key_heads, std::initializer_list<int64_t> widths,
+                         const Tensor& flat) {
+  const Tensor grouped = fused.unflatten(1, {key_heads, fused.size(1) / key_heads});
+  int64_t from = 0, to = 0;
+  for (const int64_t width : widths) {
+    flat.narrow(1, to, key_heads * width).unflatten(1, {key_heads, width}).copy_(grouped.narrow(2, from, width));
+    from += width;
+    to += key_heads * width;
   }
-  return order;
 }
 
-Tensor qwen3_next_ba_order(const DeltaNetGeometry& g) {
-  // Key group j holds [b (r) | a (r)].
-  const int64_t r = g.num_value_heads / g.num_key_heads, hv = g.num_value_heads;
-  Tensor order = Tensor::empty({2 * hv}, DType::Int64);
-  int64_t* o = order.data<int64_t>();
-  for (int64_t j = 0; j < g.num_key_heads; ++j) {
-    for (int64_t i = 0; i < r; ++i) {
-      o[j * r + i] = j * 2 * r + i;
-      o[hv + j * r + i] = j * 2 * r + r + i;
-    }
-  }
-  return order;
+namespace {
+
+Tensor ungroup_by_key_head(const Tensor& fused, int64_t key_heads, std::initializer_list<int64_t> widths) {
+  Tensor flat = Tensor::empty(fused.sizes(), fused.dtype(), fused.device());
+  ungroup_by_key_head(fused, key_heads, widths, flat);
+  return flat;
 }
+
+}  // namespace
 
 Tensor DeltaNetBlock::forward(const Tensor& h, KvCache& cache, int64_t layer) const {
   const DeltaNetGeometry& g = geometry;
@@ -48,13 +33,16 @@ Tensor DeltaNetBlock::forward(const Tensor& h, KvCache& cache, int64_t layer) co
   const int64_t hv = g.num_value_heads;
   const Tensor x = h.to(in_proj_qkv.input_dtype());  // rounded once for every projection
   Tensor qkv, z, b, a;
-  if (qkvz_order) {
-    // The fused outputs are a few thousand values per token: reordering them costs
+  if (grouped_by_key_head) {
+    // The fused outputs are a few thousand values per token: regrouping them costs
     // nothing next to the projections, and works for every weight format.
-    const Tensor qkvz = index_select(in_proj_qkv(x), 1, *qkvz_order);
+    const int64_t hk = g.num_key_heads, r = hv / hk;
+    const Tensor qkvz =
+        ungroup_by_key_head(in_proj_qkv(x), hk, {g.key_head_dim, g.key_head_dim, r * g.value_head_dim,
+                                                 r * g.value_head_dim});
     qkv = qkvz.narrow(1, 0, channels);
     z = qkvz.narrow(1, channels, vd);
-    const Tensor ba = index_select(in_proj_b(x), 1, *ba_order);
+    const Tensor ba = ungroup_by_key_head(in_proj_b(x), hk, {r, r});
     b = ba.narrow(1, 0, hv);
     a = ba.narrow(1, hv, hv);
   } else {

@@ -3,8 +3,7 @@
 //
 //   qkv, z, b, a = projections of h     (Qwen3.5: in_proj_qkv/z/b/a, flat;
 //                                        Qwen3-Next: in_proj_qkvz/ba grouped by key
-//                                        head, put into the flat order by `qkvz_order`
-//                                        / `ba_order`)
+//                                        head, put into the flat order per call)
 //   qkv     = silu(causal depthwise conv, kernel K, over [q | k | v])  carried history
 //   q, k, v = split(qkv) as [T, Hk, dk], [T, Hk, dk], [T, Hv, dv]
 //   g, beta = -exp(A_log) softplus(a + dt_bias), sigmoid(b)
@@ -17,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 
 #include "kiln/tensor.h"
@@ -30,10 +30,11 @@ struct DeltaNetBlock {
   DeltaNetGeometry geometry;
   // Qwen3.5: four flat projections. Qwen3-Next: in_proj_qkv holds the fused
   // in_proj_qkvz [2 key_dim + 2 value_dim, H] and in_proj_b the fused in_proj_ba [2 Hv, H];
-  // in_proj_z / in_proj_a stay empty and the orders below are defined.
+  // in_proj_z / in_proj_a stay empty and grouped_by_key_head is set.
   Linear in_proj_qkv, in_proj_z, in_proj_b, in_proj_a;
-  std::optional<Tensor> qkvz_order;  // int64: flat column c of [q|k|v|z] reads fused column order[c]
-  std::optional<Tensor> ba_order;    // int64: flat column of [b|a] from the fused [b|a] groups
+  // Qwen3-Next: the fused outputs hold [q_j | k_j | v_j | z_j] and [b_j | a_j] per key
+  // head j, regrouped into Qwen3.5's flat [q | k | v | z] and [b | a] per call.
+  bool grouped_by_key_head = false;
   Tensor conv_weight;                // float32 [conv_channels, K]
   Tensor A_log, dt_bias;             // float32 [Hv]
   Tensor norm_weight;                // float32 [dv], a plain scale
@@ -47,9 +48,12 @@ struct DeltaNetBlock {
   int64_t decode_bytes() const;
 };
 
-// The column orders that turn Qwen3-Next's grouped in_proj_qkvz / in_proj_ba outputs
-// into Qwen3.5's flat [q | k | v | z] and [b | a] (fix_query_key_value_ordering).
-Tensor qwen3_next_qkvz_order(const DeltaNetGeometry& g);
-Tensor qwen3_next_ba_order(const DeltaNetGeometry& g);
+// `fused` [T, key_heads * sum(widths)] holds, per key head j, pieces of `widths` columns
+// in order; writes `flat` (same shape) in the flat layout [piece 0 of every head | piece 1
+// of every head | ...] (transformers' fix_query_key_value_ordering). Each piece is a
+// strided view copied into place: data movement only, and no index tensor (a device
+// would read one back to check its range).
+void ungroup_by_key_head(const Tensor& fused, int64_t key_heads, std::initializer_list<int64_t> widths,
+                         const Tensor& flat);
 
 }  // namespace kiln::llm

@@ -21,8 +21,7 @@ DeltaNetBlock load_delta_net(const ModelConfig& c, WeightLoader& loader, const s
   if (c.arch == Arch::Qwen3Next) {
     d.in_proj_qkv = loader.linear(p + "in_proj_qkvz.weight", channels + g.value_dim(), hidden, LinearRole::Projection);
     d.in_proj_b = loader.linear(p + "in_proj_ba.weight", 2 * hv, hidden, LinearRole::Projection);
-    d.qkvz_order = qwen3_next_qkvz_order(g);
-    d.ba_order = qwen3_next_ba_order(g);
+    d.grouped_by_key_head = true;
   } else {
     d.in_proj_qkv = loader.linear(p + "in_proj_qkv.weight", channels, hidden, LinearRole::Projection);
     d.in_proj_z = loader.linear(p + "in_proj_z.weight", g.value_dim(), hidden, LinearRole::Projection);

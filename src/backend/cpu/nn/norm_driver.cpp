@@ -1,5 +1,6 @@
-// RMSNorm and LayerNorm over rows on the thread pool: each chunk of rows owns a slice
-// of one scratch block, where groups of rows are widened to the compute dtype,
+// RMSNorm and LayerNorm over rows on the thread pool: each thread works in its own
+// scratch of the execution context (kept across calls, so a call allocates nothing once
+// it has grown), where groups of rows are widened to the compute dtype,
 // normalised by the SIMD kernels of norm_kernels.cpp, rounded where the variant says,
 // and narrowed into the output.
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "backend/cpu/elementwise/activation_fused_kernels.h"
 #include "backend/cpu/cast/cast.h"
 #include "backend/cpu/nn/norm_kernels.h"
+#include "kiln/context.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
 #include "kiln/thread_pool.h"
@@ -61,24 +63,23 @@ void round_through(T* v, int64_t n, DType dtype, void* tmp) {
 // -> 1.8 us in bfloat16 and 1.55 -> 0.8 us in float32, measured on Zen 5).
 constexpr int64_t kGroupElements = 8192;
 
-// Per-chunk scratch: two groups of T (converted input, work) and one of up to 8-byte
-// values (for rounding through a narrow dtype).
+// A group's scratch, in the running thread's scratch of the context: two groups of T
+// (converted input, work) and one of up to 8-byte values (for rounding through a narrow
+// dtype).
 struct Scratch {
-  Tensor block;
+  const ExecutionContext& ctx;
   int64_t group_values;
-  int64_t per_chunk_bytes;
+  size_t t_size;
 
-  Scratch(int64_t chunks, int64_t group_values, size_t t_size)
-      : group_values(group_values), per_chunk_bytes(group_values * static_cast<int64_t>(2 * t_size + 8)) {
-    block = Tensor::empty({chunks * per_chunk_bytes}, DType::UInt8);
+  // The running thread's buffer (valid for the group being run).
+  char* block() const {
+    return static_cast<char*>(ctx.scratch_elements(0, group_values, 2 * t_size + 8));
   }
   template <class T>
-  T* values(int64_t chunk, int which) const {
-    return reinterpret_cast<T*>(block.data<uint8_t>() + chunk * per_chunk_bytes) + which * group_values;
+  static T* values(char* block, int64_t group_values, int which) {
+    return reinterpret_cast<T*>(block) + which * group_values;
   }
-  void* narrow(int64_t chunk, size_t t_size) const {
-    return block.data<uint8_t>() + chunk * per_chunk_bytes + 2 * group_values * static_cast<int64_t>(t_size);
-  }
+  void* narrow(char* block) const { return block + 2 * group_values * static_cast<int64_t>(t_size); }
 };
 
 // Runs group_fn(first_row, row_count, chunk) over groups of at most group_rows rows,
@@ -99,19 +100,21 @@ int64_t chunk_count(ThreadPool& pool, int64_t rows, int64_t cols) {
 }
 
 template <class T>
-void rms_norm_rows(const RmsNormProblem& p, ThreadPool& pool) {
+void rms_norm_rows(const RmsNormProblem& p, const ExecutionContext& ctx) {
+  ThreadPool& pool = ctx.pool();
   const int64_t cols = p.cols;
   const int64_t chunks = chunk_count(pool, p.rows, cols);
   const int64_t group_rows = std::max<int64_t>(1, kGroupElements / cols);
-  const Scratch scratch(chunks, std::min(group_rows, p.rows) * cols, sizeof(T));
+  const Scratch scratch{ctx, std::min(group_rows, p.rows) * cols, sizeof(T)};
   const size_t in_item = itemsize(p.in_dtype), out_item = itemsize(p.out_dtype);
   const T* w = static_cast<const T*>(p.weight);
-  for_each_group(pool, p.rows, chunks, group_rows, [&](int64_t r0, int64_t count, int64_t c) {
+  for_each_group(pool, p.rows, chunks, group_rows, [&](int64_t r0, int64_t count, int64_t) {
     const int64_t n = count * cols;
-    T* work = scratch.values<T>(c, 1);
-    void* tmp = scratch.narrow(c, sizeof(T));
-    const T* x =
-        as_compute<T>(p.in_dtype, static_cast<const char*>(p.in) + r0 * cols * in_item, scratch.values<T>(c, 0), n);
+    char* block = scratch.block();
+    T* work = Scratch::values<T>(block, scratch.group_values, 1);
+    void* tmp = scratch.narrow(block);
+    const T* x = as_compute<T>(p.in_dtype, static_cast<const char*>(p.in) + r0 * cols * in_item,
+                               Scratch::values<T>(block, scratch.group_values, 0), n);
     void* out = static_cast<char*>(p.out) + r0 * cols * out_item;
     T* y = result_row<T>(p.out_dtype, out, work);
     if (p.kind == RmsNormKind::ScaleThenWeight) {
@@ -132,20 +135,22 @@ void rms_norm_rows(const RmsNormProblem& p, ThreadPool& pool) {
 }
 
 template <class T>
-void layer_norm_rows(const LayerNormProblem& p, ThreadPool& pool) {
+void layer_norm_rows(const LayerNormProblem& p, const ExecutionContext& ctx) {
+  ThreadPool& pool = ctx.pool();
   const int64_t cols = p.cols;
   const int64_t chunks = chunk_count(pool, p.rows, cols);
   const int64_t group_rows = std::max<int64_t>(1, kGroupElements / cols);
-  const Scratch scratch(chunks, std::min(group_rows, p.rows) * cols, sizeof(T));
+  const Scratch scratch{ctx, std::min(group_rows, p.rows) * cols, sizeof(T)};
   const size_t item = itemsize(p.in_dtype);
   const T* w = static_cast<const T*>(p.weight);
   const T* b = static_cast<const T*>(p.bias);
-  for_each_group(pool, p.rows, chunks, group_rows, [&](int64_t r0, int64_t count, int64_t c) {
+  for_each_group(pool, p.rows, chunks, group_rows, [&](int64_t r0, int64_t count, int64_t) {
     const int64_t n = count * cols;
-    const T* x =
-        as_compute<T>(p.in_dtype, static_cast<const char*>(p.in) + r0 * cols * item, scratch.values<T>(c, 0), n);
+    char* block = scratch.block();
+    const T* x = as_compute<T>(p.in_dtype, static_cast<const char*>(p.in) + r0 * cols * item,
+                               Scratch::values<T>(block, scratch.group_values, 0), n);
     void* out = static_cast<char*>(p.out) + r0 * cols * item;
-    T* y = result_row<T>(p.in_dtype, out, scratch.values<T>(c, 1));
+    T* y = result_row<T>(p.in_dtype, out, Scratch::values<T>(block, scratch.group_values, 1));
     layer_normalize_rows(x, count, cols, p.eps, w, b, y);
     store_row(y, p.in_dtype, out, n);
   });
@@ -158,23 +163,23 @@ void check_compute(DType compute, const char* op) {
 
 }  // namespace
 
-void rms_norm_cpu(const RmsNormProblem& p, ThreadPool& pool) {
+void rms_norm_cpu(const RmsNormProblem& p, const ExecutionContext& ctx) {
   check_compute(p.compute, "rms_norm");
   if (p.rows == 0 || p.cols == 0) return;
   if (p.compute == DType::Float64) {
-    rms_norm_rows<double>(p, pool);
+    rms_norm_rows<double>(p, ctx);
   } else {
-    rms_norm_rows<float>(p, pool);
+    rms_norm_rows<float>(p, ctx);
   }
 }
 
-void layer_norm_cpu(const LayerNormProblem& p, ThreadPool& pool) {
+void layer_norm_cpu(const LayerNormProblem& p, const ExecutionContext& ctx) {
   check_compute(p.compute, "layer_norm");
   if (p.rows == 0 || p.cols == 0) return;
   if (p.compute == DType::Float64) {
-    layer_norm_rows<double>(p, pool);
+    layer_norm_rows<double>(p, ctx);
   } else {
-    layer_norm_rows<float>(p, pool);
+    layer_norm_rows<float>(p, ctx);
   }
 }
 

@@ -49,7 +49,7 @@ using backend::LayerNormProblem;
 using backend::RmsNormKind;
 using backend::RmsNormProblem;
 
-void rms_norm_cpu(const RmsNormProblem& p, ThreadPool& pool);
-void layer_norm_cpu(const LayerNormProblem& p, ThreadPool& pool);
+void rms_norm_cpu(const RmsNormProblem& p, const ExecutionContext& ctx);
+void layer_norm_cpu(const LayerNormProblem& p, const ExecutionContext& ctx);
 
 }  // namespace kiln::cpu

@@ -15,8 +15,8 @@ const bool registered = [] {
                                    }});
 
   backend::NormKernels norm;
-  norm.rms_norm = [](const ExecutionContext& ctx, const RmsNormProblem& p) { rms_norm_cpu(p, ctx.pool()); };
-  norm.layer_norm = [](const ExecutionContext& ctx, const LayerNormProblem& p) { layer_norm_cpu(p, ctx.pool()); };
+  norm.rms_norm = [](const ExecutionContext& ctx, const RmsNormProblem& p) { rms_norm_cpu(p, ctx); };
+  norm.layer_norm = [](const ExecutionContext& ctx, const LayerNormProblem& p) { layer_norm_cpu(p, ctx); };
   backend::norm_kernels.install(DeviceType::CPU, norm);
 
   backend::RopeKernels rope;

@@ -99,6 +99,9 @@ void attention(const ExecutionContext&, const backend::AttentionProblem& p) {
   KILN_CHECK(items < (int64_t{1} << 31), kOp, "{} (row, query) pairs are too many for the Vulkan attention kernel",
              items);
   if (items == 0) return;
+  // The shader counts keys in 32 bits. Keys broadcast with stride 0 reach no further
+  // than one key, so the bindings' bounds below do not limit their count.
+  KILN_CHECK(p.S < (int64_t{1} << 31), kOp, "{} keys are too many for the Vulkan attention kernel", p.S);
 
   // Everything the kernel indexes is a 32-bit element index from each binding's start.
   const int64_t q_reach = reach(p.q_offset, p.rows, rows_extent(p.L, p.q_stride_l, p.E));
@@ -130,6 +133,9 @@ void attention(const ExecutionContext&, const backend::AttentionProblem& p) {
   const Binding off = bind(device_offsets, kOp);
 
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  // A stride of a dim that is never stepped may be anything (a length-1 query dim of a
+  // decode step, say); every other one is bounded by its binding's reach (< 2^31).
+  const auto step = [&](int64_t n, int64_t stride) { return n > 1 ? u32(stride) : 0u; };
   const int64_t chunks = items < kFewItems ? std::min(kMaxChunks, (p.S + kChunkKeys - 1) / kChunkKeys) : 1;
   const bool split = chunks > 1;
   // Split: float32 [items * chunks][2 + Ev] partial results (max, sum, accumulator).
@@ -146,8 +152,8 @@ void attention(const ExecutionContext&, const backend::AttentionProblem& p) {
     float scale;
     uint32_t chunks, chunk_keys;
   } push{u32(p.rows),       u32(p.L),          u32(p.S),          u32(p.E),
-         u32(p.Ev),         u32(p.q_stride_l), u32(p.k_stride_s), u32(p.v_stride_s),
-         u32(p.bias != nullptr ? p.bias_stride_l : 0), u32(p.bias != nullptr ? p.bias_stride_s : 0),
+         u32(p.Ev),         step(p.L, p.q_stride_l), step(p.S, p.k_stride_s), step(p.S, p.v_stride_s),
+         p.bias != nullptr ? step(p.L, p.bias_stride_l) : 0u, p.bias != nullptr ? step(p.S, p.bias_stride_s) : 0u,
          out.first,         q.first,           k.first,           v.first,
          bias.first,        off.first,         static_cast<float>(p.scale),
          u32(chunks),       u32(kChunkKeys)};

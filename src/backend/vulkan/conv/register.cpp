@@ -3,7 +3,10 @@
 // Gated DeltaNet layer run once per prompt and then once per token (two commands per
 // call: the outputs, one invocation each, then the state update, one per channel,
 // ordered by the recorder's barrier), and the Gated DeltaNet gates
-// (shaders/delta_gates.comp). The delta rule has no Vulkan kernel yet.
+// (shaders/delta_gates.comp), and the gated delta rule in its recurrent form
+// (shaders/gated_delta_rule.comp), which also serves the chunked entry: a prompt is one
+// dispatch that walks its tokens in order with the state in registers (the chunked WY
+// form has no Vulkan kernel yet; both forms agree to float32 rounding).
 #include "backend/gated_delta.h"
 #include "backend/vulkan/vk_kernels.h"
 #include "kiln/error.h"
@@ -55,13 +58,61 @@ void delta_gates(const ExecutionContext&, const backend::DeltaGatesProblem& p) {
   dispatch(op, "delta_gates", {}, {g, beta, a, b, a_log, dt_bias}, &push, sizeof(push), grid[0], grid[1]);
 }
 
+// Each invocation keeps a state column of key_dim floats in registers and the group
+// keeps the token's q and k rows in shared memory: 8 KiB at this bound, within the
+// 16 KiB every Vulkan device offers.
+constexpr int64_t kMaxKeyDim = 1024;
+
+void gated_delta_rule(const backend::GatedDeltaRuleProblem& p, const char* op) {
+  KILN_CHECK_KIND(p.key_dim <= kMaxKeyDim, NotImplemented, op,
+                  "the Vulkan kernel takes key_dim up to {}, got {}", kMaxKeyDim, p.key_dim);
+  KILN_CHECK(p.key_heads > 0 && p.value_heads % p.key_heads == 0, op,
+             "value heads ({}) must be a multiple of key heads ({})", p.value_heads, p.key_heads);
+  if (p.tokens == 0) return;
+  constexpr uint32_t kColumns = 32;  // shaders/gated_delta_rule.comp's work-group width
+  const int64_t qk_elements = checked_mul(checked_mul(p.tokens, p.key_heads, op), p.key_dim, op);
+  const int64_t gate_elements = checked_mul(p.tokens, p.value_heads, op);
+  const int64_t v_elements = checked_mul(gate_elements, p.value_dim, op);
+  const int64_t state_elements = checked_mul(checked_mul(p.value_heads, p.key_dim, op), p.value_dim, op);
+  const Binding state = bind_raw(p.state, DType::Float32, state_elements, op);
+  const Binding out = bind_raw(p.out, DType::Float32, v_elements, op);
+  const Binding q = bind_raw(p.q, DType::Float32, qk_elements, op);
+  const Binding k = bind_raw(p.k, DType::Float32, qk_elements, op);
+  const Binding v = bind_raw(p.v, DType::Float32, v_elements, op);
+  const Binding g = bind_raw(p.g, DType::Float32, gate_elements, op);
+  const Binding beta = bind_raw(p.beta, DType::Float32, gate_elements, op);
+  const int64_t column_blocks = ceil_div(p.value_dim, int64_t{kColumns});
+  struct {
+    uint32_t tokens, key_heads, value_heads, value_dim, column_blocks;
+    float scale;
+    uint32_t state_first, out_first, q_first, k_first, v_first, g_first, beta_first;
+  } push{static_cast<uint32_t>(p.tokens),
+         static_cast<uint32_t>(p.key_heads),
+         static_cast<uint32_t>(p.value_heads),
+         static_cast<uint32_t>(p.value_dim),
+         static_cast<uint32_t>(column_blocks),
+         p.scale,
+         state.first,
+         out.first,
+         q.first,
+         k.first,
+         v.first,
+         g.first,
+         beta.first};
+  const uint32_t spec[] = {static_cast<uint32_t>(p.key_dim), p.l2norm_qk ? 1u : 0u};
+  const auto grid = grid_for(checked_mul(p.value_heads, column_blocks, op), 1, op);
+  dispatch(op, "gated_delta_rule", spec, {state, out, q, k, v, g, beta}, &push, sizeof(push), grid[0], grid[1]);
+}
+
 const bool registered = [] {
   backend::GatedDeltaKernels k;
   k.causal_conv1d = &causal_conv1d;
   k.gates = &delta_gates;
-  k.rule = [](const ExecutionContext&, const backend::GatedDeltaRuleProblem&) { missing_kernel("gated_delta_rule"); };
-  k.rule_chunked = [](const ExecutionContext&, const backend::GatedDeltaRuleProblem&, int64_t) {
-    missing_kernel("gated_delta_rule_chunked");
+  k.rule = [](const ExecutionContext&, const backend::GatedDeltaRuleProblem& p) {
+    gated_delta_rule(p, "gated_delta_rule");
+  };
+  k.rule_chunked = [](const ExecutionContext&, const backend::GatedDeltaRuleProblem& p, int64_t) {
+    gated_delta_rule(p, "gated_delta_rule_chunked");
   };
   backend::gated_delta_kernels.install(DeviceType::Vulkan, k);
   return true;

@@ -1,7 +1,7 @@
 // Installs the Vulkan rms_norm kernel (shaders/rms_norm.comp): torch's rms_norm and
-// LlamaRMSNorm (ScaleThenWeight, RoundThenWeight) in float32 over float32, float16,
-// bfloat16 and float8 rows, one work group per row. The gated norm, layer_norm and
-// float64 have no Vulkan kernel yet.
+// LlamaRMSNorm (ScaleThenWeight, RoundThenWeight) and the gated norm of the Gated
+// DeltaNet layers (Gated) in float32 over float32, float16, bfloat16 and float8 rows, one
+// work group per row. layer_norm and float64 have no Vulkan kernel yet.
 #include "backend/norm.h"
 #include "backend/vulkan/vk_kernels.h"
 #include "kiln/error.h"
@@ -16,8 +16,6 @@ bool is_float_storage(DType t) {
 
 void rms_norm(const ExecutionContext&, const backend::RmsNormProblem& p) {
   const char* op = "rms_norm";
-  KILN_CHECK_KIND(p.kind != backend::RmsNormKind::Gated, NotImplemented, op,
-                  "the gated rms_norm has no Vulkan kernel yet");
   KILN_CHECK_KIND(p.compute == DType::Float32 && is_float_storage(p.in_dtype) && is_float_storage(p.out_dtype),
                   NotImplemented, op, "{} input computed in {} has no Vulkan kernel (float32 compute does)",
                   dtype_name(p.in_dtype), dtype_name(p.compute));
@@ -27,16 +25,20 @@ void rms_norm(const ExecutionContext&, const backend::RmsNormProblem& p) {
   const Binding out = bind_raw(p.out, p.out_dtype, elements, op);
   const Binding in = bind_raw(p.in, p.in_dtype, elements, op);
   const Binding w = p.weight != nullptr ? bind_raw(p.weight, DType::Float32, p.cols, op) : in;
+  const bool gated = p.kind == backend::RmsNormKind::Gated;
+  // The gate is in the compute dtype, float32 here; unused bindings repeat the input.
+  const Binding gate = gated ? bind_raw(p.gate, DType::Float32, elements, op) : in;
   struct {
     uint32_t rows, cols;
     float eps;
-    uint32_t out_first, in_first, w_first;
+    uint32_t out_first, in_first, w_first, gate_first;
   } push{static_cast<uint32_t>(p.rows), static_cast<uint32_t>(p.cols), static_cast<float>(p.eps), out.first, in.first,
-         w.first};
-  const uint32_t spec[] = {dtype_code(p.in_dtype), dtype_code(p.out_dtype),
-                           p.kind == backend::RmsNormKind::ScaleThenWeight ? 0u : 1u, p.weight != nullptr ? 1u : 0u};
+         w.first, gate.first};
+  const uint32_t kind = p.kind == backend::RmsNormKind::ScaleThenWeight ? 0u : gated ? 2u : 1u;
+  const uint32_t spec[] = {dtype_code(p.in_dtype), dtype_code(p.out_dtype), kind, p.weight != nullptr ? 1u : 0u,
+                           dtype_code(gated ? p.weighted_dtype : DType::Float32)};
   const auto grid = grid_for(p.rows, 1, op);
-  dispatch(op, "rms_norm", spec, {out, in, w}, &push, sizeof(push), grid[0], grid[1]);
+  dispatch(op, "rms_norm", spec, {out, in, w, gate}, &push, sizeof(push), grid[0], grid[1]);
 }
 
 const bool registered = [] {
