@@ -19,7 +19,7 @@ void ungroup_by_key_head(const Tensor& fused, int64_t key_heads, std::initialize
 
 namespace {
 
-Tensor ungroup_by_key_head(const Tensor& fused, int64_t key_heads, std::initializer_list<int64_t> widths) {
+Tensor ungrouped_by_key_head(const Tensor& fused, int64_t key_heads, std::initializer_list<int64_t> widths) {
   Tensor flat = Tensor::empty(fused.sizes(), fused.dtype(), fused.device());
   ungroup_by_key_head(fused, key_heads, widths, flat);
   return flat;
@@ -38,11 +38,11 @@ Tensor DeltaNetBlock::forward(const Tensor& h, KvCache& cache, int64_t layer) co
     // nothing next to the projections, and works for every weight format.
     const int64_t hk = g.num_key_heads, r = hv / hk;
     const Tensor qkvz =
-        ungroup_by_key_head(in_proj_qkv(x), hk, {g.key_head_dim, g.key_head_dim, r * g.value_head_dim,
+        ungrouped_by_key_head(in_proj_qkv(x), hk, {g.key_head_dim, g.key_head_dim, r * g.value_head_dim,
                                                  r * g.value_head_dim});
     qkv = qkvz.narrow(1, 0, channels);
     z = qkvz.narrow(1, channels, vd);
-    const Tensor ba = ungroup_by_key_head(in_proj_b(x), hk, {r, r});
+    const Tensor ba = ungrouped_by_key_head(in_proj_b(x), hk, {r, r});
     b = ba.narrow(1, 0, hv);
     a = ba.narrow(1, hv, hv);
   } else {
