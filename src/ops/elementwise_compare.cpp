@@ -55,7 +55,7 @@ Tensor unary_predicate(const char* name, UnaryOp op, const Tensor& x) {
   check_defined(x, name, "input");
   const DType compute = compute_dtype(x.dtype());
   ew::require_kernel(name, x.device(), op, compute, x.dtype());
-  Tensor out = empty_elementwise_output(x.sizes(), DType::Bool, kCPU, {&x}, name);
+  Tensor out = empty_elementwise_output(x.sizes(), DType::Bool, x.device(), {&x}, name);
   ew::run_unary(name, out, DType::Bool, x, compute, op);
   return out;
 }
@@ -68,8 +68,9 @@ Tensor bitwise(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, 
     fail(ErrorKind::Type, name, "expected {} tensors, got {}", shift ? "integer" : "bool or integer",
          dtype_name(result));
   }
-  ew::require_kernel(name, a.device(), op, result, result);
-  Tensor out = Tensor::empty(broadcast_shapes(a.sizes(), b.sizes(), name), result, kCPU, name);
+  const Device device = common_device(name, {&a, &b});
+  ew::require_kernel(name, device, op, result, result);
+  Tensor out = Tensor::empty(broadcast_shapes(a.sizes(), b.sizes(), name), result, device, name);
   ew::run_binary(name, out, result, a, b, result, op);
   return out;
 }
@@ -112,18 +113,21 @@ void check_clamp_dtype(DType result) {
 // compute dtype or convertible to it.
 Tensor clamp_impl(const Tensor& x, const Tensor* lo, const Tensor* hi, DType result) {
   const DType compute = compute_dtype(result);
+  // Number bounds come in as 0-dim CPU tensors: x's device decides (the out was always
+  // allocated on the CPU, so a device x failed as mixed devices).
+  const Device device = common_device("clamp", {&x, lo, hi});
   Tensor out;
   if (lo != nullptr && hi != nullptr) {
-    ew::require_kernel("clamp", x.device(), TernaryOp::Clamp, compute, result);
-    out = empty_elementwise_output(broadcast_shapes({x.sizes(), lo->sizes(), hi->sizes()}, "clamp"), result, kCPU,
+    ew::require_kernel("clamp", device, TernaryOp::Clamp, compute, result);
+    out = empty_elementwise_output(broadcast_shapes({x.sizes(), lo->sizes(), hi->sizes()}, "clamp"), result, device,
                                    {&x, lo, hi}, "clamp");
     ew::run_ternary("clamp", out, compute, x, *lo, *hi, compute, TernaryOp::Clamp);
   } else {
     // One bound: clamp_min is maximum and clamp_max is minimum, NaN propagating alike.
     const Tensor& bound = lo != nullptr ? *lo : *hi;
     const BinaryOp op = lo != nullptr ? BinaryOp::Maximum : BinaryOp::Minimum;
-    ew::require_kernel("clamp", x.device(), op, compute, result);
-    out = empty_elementwise_output(broadcast_shapes(x.sizes(), bound.sizes(), "clamp"), result, kCPU, {&x, &bound},
+    ew::require_kernel("clamp", device, op, compute, result);
+    out = empty_elementwise_output(broadcast_shapes(x.sizes(), bound.sizes(), "clamp"), result, device, {&x, &bound},
                                    "clamp");
     ew::run_binary("clamp", out, compute, x, bound, compute, op);
   }
@@ -180,7 +184,7 @@ Tensor bitwise_not(const Tensor& x) {
   KILN_CHECK_KIND(is_integral(x.dtype(), /*include_bool=*/true), Type, "bitwise_not",
                   "expected bool or integer tensors, got {}", dtype_name(x.dtype()));
   ew::require_kernel("bitwise_not", x.device(), UnaryOp::BitwiseNot, x.dtype(), x.dtype());
-  Tensor out = Tensor::empty(x.sizes(), x.dtype(), kCPU, "bitwise_not");
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device(), "bitwise_not");
   ew::run_unary("bitwise_not", out, x.dtype(), x, x.dtype(), UnaryOp::BitwiseNot);
   return out;
 }
@@ -226,7 +230,7 @@ Tensor clamp(const Tensor& x, const std::optional<Scalar>& min, const std::optio
   if (!(min && max) && is_nan_scalar(min ? *min : *max)) {
     // PyTorch's CPU clamp_min/clamp_max kernels (std::max(x, bound) and its SIMD twin)
     // return x when the lone scalar bound is NaN.
-    Tensor out = Tensor::empty(x.sizes(), result, kCPU, "clamp");
+    Tensor out = Tensor::empty(x.sizes(), result, x.device(), "clamp");
     out.copy_(x);
     return out;
   }

@@ -80,7 +80,7 @@ Tensor abs(const Tensor& x) {
   // |z| is real: the kernel reads complex and writes the real dtype.
   const DType real = to_real(x.dtype());
   ew::require_kernel("abs", x.device(), UnaryOp::Abs, x.dtype(), x.dtype());
-  Tensor out = empty_elementwise_output(x.sizes(), real, kCPU, {&x}, "abs");
+  Tensor out = empty_elementwise_output(x.sizes(), real, x.device(), {&x}, "abs");
   ew::run_unary("abs", out, real, x, x.dtype(), UnaryOp::Abs);
   return out;
 }

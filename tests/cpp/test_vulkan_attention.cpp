@@ -3,7 +3,7 @@
 // heads (ratios 1..8), head dims 64/128/256, context lengths 1, odd, past one tile of 128
 // keys and past the split into chunks of 256, float32/float16/bfloat16 caches; scaled_dot_product_attention with
 // is_causal, float masks (broadcast over heads, fully masked rows), enable_gqa and
-// strided operands; the errors of what has no Vulkan kernel.
+// strided operands, bool masks; the errors of what has no Vulkan kernel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -159,6 +159,16 @@ TEST_F(VulkanAttention, EmptyAndZeroLengthContexts) {
   EXPECT_EQ(no_rows.device().type, DeviceType::Vulkan);
 }
 
+// A bool mask becomes a 0 / -inf bias through where, on the device: the same result,
+// bit for bit, as that bias built on the host and uploaded.
+TEST_F(VulkanAttention, BoolMaskOnTheDeviceIsItsFloatBias) {
+  const Tensor qd = uniform({1, 2, 4, 16}, -1, 1, 53, DType::Float32).to(kVulkan);
+  const Tensor bool_mask = le(arange(Scalar(4)).unsqueeze(0), arange(Scalar(4)).unsqueeze(1));
+  const Tensor bias = where(bool_mask, Scalar(0.0), Scalar(-std::numeric_limits<double>::infinity()));
+  testing::expect_same_bits(scaled_dot_product_attention(qd, qd, qd, bool_mask.to(kVulkan)),
+                            scaled_dot_product_attention(qd, qd, qd, bias.to(kVulkan)).to(kCPU));
+}
+
 TEST_F(VulkanAttention, RefusesWhatHasNoKernelAndMixedDevices) {
   const Tensor q = uniform({1, 2, 4, 16}, -1, 1, 51, DType::Float32);
   const Tensor qd = q.to(kVulkan);
@@ -169,9 +179,6 @@ TEST_F(VulkanAttention, RefusesWhatHasNoKernelAndMixedDevices) {
   const Tensor mask = zeros({4, 4}, DType::Float32);
   expect_error([&] { scaled_dot_product_attention(qd, qd, qd, mask); }, ErrorKind::Runtime,
                "Expected all tensors to be on the same device");
-  // A bool mask becomes a 0 / -inf bias through where, which has no Vulkan kernel yet.
-  const Tensor bool_mask = le(arange(Scalar(4)).unsqueeze(0), arange(Scalar(4)).unsqueeze(1)).to(kVulkan);
-  expect_error([&] { scaled_dot_product_attention(qd, qd, qd, bool_mask); }, ErrorKind::NotImplemented, "where");
   const Tensor wide = uniform({1, 1, 2, 1100}, -1, 1, 52, DType::Float32).to(kVulkan);
   expect_error([&] { scaled_dot_product_attention(wide, wide, wide); }, ErrorKind::NotImplemented, "head dims");
   const Tensor f64 = q.to(DType::Float64).to(kVulkan);

@@ -45,8 +45,14 @@ def test_what_has_no_vulkan_kernel_raises_not_implemented():
     q = uniform((1, 2, 4, 16), 8).to("vulkan")
     with pytest.raises(NotImplementedError, match="dropout"):
         F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
-    bool_mask = kiln.from_numpy(np.tril(np.ones((4, 4), dtype=bool))).to("vulkan")
-    with pytest.raises(NotImplementedError, match="where"):
-        F.scaled_dot_product_attention(q, q, q, attn_mask=bool_mask)
     with pytest.raises(RuntimeError, match="same device"):
         F.scaled_dot_product_attention(q, q.cpu(), q)
+
+
+def test_bool_mask_on_the_device_matches_cpu():
+    q = uniform((1, 2, 4, 16), 9)
+    bool_mask = kiln.from_numpy(np.tril(np.ones((4, 4), dtype=bool)))
+    want = F.scaled_dot_product_attention(q, q, q, attn_mask=bool_mask).numpy()
+    qd = q.to("vulkan")
+    got = F.scaled_dot_product_attention(qd, qd, qd, attn_mask=bool_mask.to("vulkan")).cpu().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -63,3 +63,13 @@ def test_unary_math_on_the_device_matches_cpu(name, fn, dtype):
     want = fn(x.t()).float().numpy()
     tol = 1e-5 if dtype == "float32" else 1e-2
     np.testing.assert_allclose(got.cpu().float().numpy(), want, rtol=tol, atol=1e-6)
+
+
+def test_sin_cos_of_huge_arguments_match_cpu():
+    # Payne-Hanek reduction on the device beyond 2^24: the CPU's values, not NaN.
+    x = k(np.array([1.7e7, -3e7, 2.19993846e10, 1e20, -7.72917892e28, 3.4028234e38], np.float32))
+    for fn in (kiln.sin, kiln.cos):
+        got = fn(x.to("vulkan")).cpu().numpy()
+        np.testing.assert_allclose(got, fn(x).numpy(), rtol=5e-7, atol=0)
+    inf = k(np.array([np.inf, -np.inf, np.nan], np.float32)).to("vulkan")
+    assert np.isnan(kiln.sin(inf).cpu().numpy()).all()

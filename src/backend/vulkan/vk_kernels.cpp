@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -174,9 +175,11 @@ Binding bind_raw(const void* data, DType dtype, int64_t extent, const char* op) 
   return b;
 }
 
-void dispatch(const char* op, const char* shader, std::span<const uint32_t> spec,
-              std::initializer_list<Binding> buffers, const void* push, uint32_t push_bytes, uint32_t groups_x,
-              uint32_t groups_y, uint32_t groups_z) {
+namespace {
+
+void dispatch_bindings(const char* op, const char* shader, std::span<const uint32_t> spec,
+                       std::span<const Binding> buffers, const void* push, uint32_t push_bytes, uint32_t groups_x,
+                       uint32_t groups_y, uint32_t groups_z) {
   if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
   const Pipeline& p = pipelines().get(op, shader, spec, static_cast<uint32_t>(buffers.size()), push_bytes);
   // get() checked buffers.size() <= kMaxBuffers.
@@ -202,6 +205,37 @@ void dispatch(const char* op, const char* shader, std::span<const uint32_t> spec
   r.end_command();
 }
 
+}  // namespace
+
+void dispatch(const char* op, const char* shader, std::span<const uint32_t> spec,
+              std::initializer_list<Binding> buffers, const void* push, uint32_t push_bytes, uint32_t groups_x,
+              uint32_t groups_y, uint32_t groups_z) {
+  dispatch_bindings(op, shader, spec, std::span<const Binding>(buffers.begin(), buffers.size()), push, push_bytes,
+                    groups_x, groups_y, groups_z);
+}
+
+void dispatch_strided(const char* op, const char* shader, const char* many_dims_shader,
+                      std::span<const uint32_t> spec, std::initializer_list<Binding> buffers,
+                      const StridedLayout& layout) {
+  const auto grid = grid_for(layout.push.n, 256, op);
+  if (layout.geometry.empty()) {
+    dispatch(op, shader, spec, buffers, &layout.push, sizeof(layout.push), grid[0], grid[1]);
+    return;
+  }
+  // The geometry goes up with the commands (no host wait). The block is freed when this
+  // returns: the caching allocator hands it only to later work of this stream, which
+  // every command's barrier orders after this dispatch.
+  Tensor host = Tensor::empty({static_cast<int64_t>(layout.geometry.size())}, DType::Int32);
+  std::memcpy(host.data_ptr(), layout.geometry.data(), layout.geometry.size() * sizeof(uint32_t));
+  const Tensor geometry = host.to(kVulkan);
+  KILN_CHECK(buffers.size() < kMaxBuffers, op, "too many buffers for a strided kernel");
+  std::array<Binding, kMaxBuffers> all;
+  std::copy(buffers.begin(), buffers.end(), all.begin());
+  all[buffers.size()] = bind(geometry, op);
+  dispatch_bindings(op, many_dims_shader, spec, std::span<const Binding>(all.data(), buffers.size() + 1),
+                    &layout.push, sizeof(layout.push), grid[0], grid[1], 1);
+}
+
 std::array<uint32_t, 2> grid_for(int64_t n, uint32_t local, const char* op) {
   const int64_t groups = (n + local - 1) / local;
   const int64_t max_x = context(op).properties.limits.maxComputeWorkGroupCount[0];
@@ -212,8 +246,8 @@ std::array<uint32_t, 2> grid_for(int64_t n, uint32_t local, const char* op) {
   return {static_cast<uint32_t>(max_x), static_cast<uint32_t>(y)};
 }
 
-StridedPush strided_layout(const Tensor& out, std::initializer_list<const Tensor*> inputs,
-                           std::initializer_list<const Binding*> bindings, const char* op) {
+StridedLayout strided_layout(const Tensor& out, std::initializer_list<const Tensor*> inputs,
+                             std::initializer_list<const Binding*> bindings, const char* op) {
   std::vector<const Tensor*> operands{&out};
   operands.insert(operands.end(), inputs.begin(), inputs.end());
   // Dims of size 1 go; neighbours every operand walks as one run merge.
@@ -233,23 +267,38 @@ StridedPush strided_layout(const Tensor& out, std::initializer_list<const Tensor
       for (size_t k = 0; k < operands.size(); ++k) strides[k].push_back(operands[k]->stride(d));
     }
   }
-  KILN_CHECK(sizes.size() <= static_cast<size_t>(kStridedDims), op,
-             "Vulkan kernels take up to {} dims that cannot be merged; got {} (sizes {})", kStridedDims,
-             sizes.size(), out.shape_str());
-  StridedPush p;
+  KILN_CHECK(out.numel() < (int64_t{1} << 32), op, "{} elements are too many for a Vulkan kernel (32-bit indices)",
+             out.numel());
+  KILN_CHECK(operands.size() <= static_cast<size_t>(kMaxStridedOperands) && bindings.size() == operands.size(), op,
+             "a strided Vulkan kernel takes up to {} operands with a binding each", kMaxStridedOperands);
+  StridedLayout layout;
+  StridedPush& p = layout.push;
   p.n = static_cast<uint32_t>(out.numel());
-  p.ndim = static_cast<uint32_t>(sizes.size());
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    p.sizes[d] = static_cast<uint32_t>(sizes[d]);
+  const size_t nd = sizes.size();
+  p.ndim = static_cast<uint32_t>(nd);
+  const size_t push_operands = std::size(p.first);
+  const bool in_push = nd <= static_cast<size_t>(kStridedDims) && operands.size() <= push_operands;
+  // The buffer's rows: first elements, sizes, then each operand's strides (at least the
+  // 3 operands the copy and elementwise shaders walk).
+  const size_t rows = std::max(push_operands, operands.size());
+  if (!in_push) layout.geometry.assign(rows + (rows + 1) * nd, 0);
+  for (size_t d = 0; d < nd; ++d) {
+    // Every size divides numel (< 2^32), so each fits.
+    const auto size = static_cast<uint32_t>(sizes[d]);
+    (in_push ? p.sizes[d] : layout.geometry[rows + d]) = size;
     for (size_t k = 0; k < operands.size(); ++k) {
       KILN_CHECK(strides[k][d] >= 0 && strides[k][d] < (int64_t{1} << 31), op,
                  "stride {} is out of range for a Vulkan kernel", strides[k][d]);
-      p.strides[k][d] = static_cast<uint32_t>(strides[k][d]);
+      const auto stride = static_cast<uint32_t>(strides[k][d]);
+      (in_push ? p.strides[k][d] : layout.geometry[rows + (k + 1) * nd + d]) = stride;
     }
   }
   size_t k = 0;
-  for (const Binding* b : bindings) p.first[k++] = b->first;
-  return p;
+  for (const Binding* b : bindings) {
+    (in_push ? p.first[k] : layout.geometry[k]) = b->first;
+    ++k;
+  }
+  return layout;
 }
 
 void missing_kernel(const char* op) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
+#include <vector>
 
 #include "backend/vulkan/vk_device.h"
 #include "kiln/tensor.h"
@@ -40,8 +41,11 @@ void dispatch(const char* op, const char* shader, std::span<const uint32_t> spec
 // linear index from gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x.
 std::array<uint32_t, 2> grid_for(int64_t n, uint32_t local, const char* op);
 
-// The strided loop of shaders/strided.glsl: up to kStridedDims dims (after merging the
-// dims every operand walks contiguously) and up to 3 operands, operand 0 the output.
+// The strided loop of shaders/strided.glsl: up to 3 operands (4 with the geometry in a
+// buffer), operand 0 the output, over the dims left after merging those every operand
+// walks contiguously. Up to kStridedDims of them travel in push constants; a view with
+// more (PyTorch allows any rank) runs the shader's *_many_dims variant, which reads them
+// from a small storage buffer.
 inline constexpr int kStridedDims = 6;
 struct StridedPush {
   uint32_t n = 0;
@@ -54,10 +58,29 @@ struct StridedPush {
 };
 static_assert(sizeof(StridedPush) <= 128, "push constants are limited to 128 bytes");
 
+// The most operands a strided loop takes (the output and 3 inputs: where, clamp).
+inline constexpr int kMaxStridedOperands = 4;
+
+// A strided loop's push constants and, when its merged dims are more than kStridedDims or
+// it has more than 3 operands, its geometry for the storage buffer: with R = max(3,
+// operands) rows, R first elements, ndim sizes, then R x ndim strides (push.sizes,
+// push.first and push.strides are unused then; push.n and push.ndim still count).
+struct StridedLayout {
+  StridedPush push;
+  std::vector<uint32_t> geometry;  // empty when the dims fit in push
+};
+
 // Fills sizes/strides for `out` and `inputs` (already expanded to out's shape) and the
 // bindings' first elements; n = out.numel().
-StridedPush strided_layout(const Tensor& out, std::initializer_list<const Tensor*> inputs,
-                           std::initializer_list<const Binding*> bindings, const char* op);
+StridedLayout strided_layout(const Tensor& out, std::initializer_list<const Tensor*> inputs,
+                             std::initializer_list<const Binding*> bindings, const char* op);
+
+// Records a strided kernel over out.numel() elements (push.n): `shader` with `buffers`
+// when the geometry fits the push constants (one dispatch, nothing else), otherwise
+// `many_dims_shader` with the geometry uploaded as one more storage buffer after them.
+void dispatch_strided(const char* op, const char* shader, const char* many_dims_shader,
+                      std::span<const uint32_t> spec, std::initializer_list<Binding> buffers,
+                      const StridedLayout& layout);
 
 // Raises NotImplemented: "<op>: no vulkan kernel yet (docs/gpu.md lists what runs
 // there)". For the entries of a family the backend does not have, which front ends may

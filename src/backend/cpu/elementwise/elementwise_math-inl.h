@@ -149,14 +149,23 @@ HWY_INLINE V Log1pAll(D d, V x) {
 }
 
 // sin/cos: Highway's reduction is accurate for |x| <= 39000; the rare lanes beyond
-// (and inf/NaN) are recomputed with the C library.
+// (and inf/NaN) are recomputed with the C library. Highway's Sin(-0) is +0, where
+// PyTorch (and IEEE) give -0: sin returns a zero input itself. Its float64 Cos(0) is
+// 1 - 2^-53: below 2^-12 (float32) / 2^-27 (float64), x^2 / 2 is under half an ulp of
+// 1, so cos is exactly 1 there.
 template <bool kSin, class D, class V>
 HWY_INLINE V SinCosAll(D d, V x) {
   using T = hn::TFromD<D>;
   const V limit = hn::Set(d, T(39000));
   const auto outside = hn::Not(hn::Le(hn::Abs(x), limit));
   const V xs = hn::IfThenZeroElse(outside, x);
-  V y = kSin ? hn::Sin(d, xs) : hn::Cos(d, xs);
+  V y;
+  if constexpr (kSin) {
+    y = hn::IfThenElse(hn::Eq(x, hn::Zero(d)), x, hn::Sin(d, xs));
+  } else {
+    const V tiny = hn::Set(d, IsF32(d) ? T(1.0 / 4096) : T(1.0 / 134217728));
+    y = hn::IfThenElse(hn::Lt(hn::Abs(x), tiny), One(d), hn::Cos(d, xs));
+  }
   if (HWY_UNLIKELY(!hn::AllFalse(d, outside))) {
     HWY_ALIGN T xv[HWY_MAX_BYTES / sizeof(T)];
     HWY_ALIGN T yv[HWY_MAX_BYTES / sizeof(T)];

@@ -16,20 +16,25 @@ bool is_float_storage(DType t) {
   return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || is_fp8(t);
 }
 
+// Conversions the copy shader makes through float32 bits (shaders/common.glsl): between
+// float storage dtypes, bool and uint8 to them (masks as 0 and 1), and them to bool.
+bool converts(DType from, DType to) {
+  if (is_float_storage(to)) return is_float_storage(from) || from == DType::Bool || from == DType::UInt8;
+  return to == DType::Bool && is_float_storage(from);
+}
+
 void copy(const ExecutionContext&, const Tensor& dst, const Tensor& src) {
   const char* op = "copy_";
   if (dst.numel() == 0) return;
-  KILN_CHECK_KIND(dst.dtype() == src.dtype() || (is_float_storage(dst.dtype()) && is_float_storage(src.dtype())),
-                  NotImplemented, op,
-                  "converting {} to {} on vulkan is not implemented yet (same-dtype copies and conversions between "
-                  "float32, float16, bfloat16 and float8 are)",
+  KILN_CHECK_KIND(dst.dtype() == src.dtype() || converts(src.dtype(), dst.dtype()), NotImplemented, op,
+                  "converting {} to {} on vulkan is not implemented yet (same-dtype copies, conversions between "
+                  "float32, float16, bfloat16 and float8, and bool/uint8 to and bool from those are)",
                   dtype_name(src.dtype()), dtype_name(dst.dtype()));
   const Binding d = bind(dst, op);
   const Binding s = bind(src, op);
-  const StridedPush push = strided_layout(dst, {&src}, {&d, &s}, op);
+  const StridedLayout layout = strided_layout(dst, {&src}, {&d, &s}, op);
   const uint32_t spec[] = {dtype_code(src.dtype()), dtype_code(dst.dtype())};
-  const auto grid = grid_for(dst.numel(), 256, op);
-  dispatch(op, "copy", spec, {d, s}, &push, sizeof(push), grid[0], grid[1]);
+  dispatch_strided(op, "copy", "copy_many_dims", spec, {d, s}, layout);
 }
 
 // One transfer command between a device tensor and a staging block.

@@ -1,11 +1,12 @@
 // Installs the Vulkan index_select (and so embedding) kernel (shaders/index_rows.comp).
 // The front ends read the index on the host to check its range (index_values downloads
-// it: a wait), then the rows go back up as int32 with the kernel. gather, scatter_add,
-// masked_fill and masked_select have no Vulkan kernel yet.
+// it: a wait), then the rows go back up as int32 with the kernel; masked_fill through the
+// where kernel. gather, scatter_add and masked_select have no Vulkan kernel yet.
 #include <limits>
 #include <vector>
 
 #include "backend/index.h"
+#include "backend/vulkan/elementwise/where.h"
 #include "backend/vulkan/vk_kernels.h"
 #include "kiln/error.h"
 
@@ -38,6 +39,14 @@ void index_select(const ExecutionContext&, const backend::IndexSelectProblem& p)
   dispatch(op, "index_rows", spec, {out, in, r}, &push, sizeof(push), grid[0], grid[1]);
 }
 
+// out = mask ? value : input, as where (the in-place form has out == input, which each
+// invocation reads before it writes). The value, a 0-dim CPU tensor of input's dtype,
+// goes up with the commands.
+void masked_fill(const ExecutionContext&, const backend::MaskedFillProblem& p) {
+  const Tensor value = p.value.to(p.out.device()).expand(p.out.sizes());
+  record_where("masked_fill", p.out, p.mask, value, p.input);
+}
+
 const bool registered = [] {
   backend::IndexKernels k;
   k.index_values = [](const ExecutionContext& ctx, const Tensor& index) {
@@ -46,7 +55,7 @@ const bool registered = [] {
   k.index_select = &index_select;
   k.gather = [](const ExecutionContext&, const backend::GatherProblem&) { missing_kernel("gather"); };
   k.scatter_add = [](const ExecutionContext&, const backend::ScatterAddProblem&) { missing_kernel("scatter_add"); };
-  k.masked_fill = [](const ExecutionContext&, const backend::MaskedFillProblem&) { missing_kernel("masked_fill"); };
+  k.masked_fill = &masked_fill;
   k.masked_select = [](const ExecutionContext&, const Tensor&, const Tensor&) -> Tensor {
     missing_kernel("masked_select");
   };

@@ -89,8 +89,10 @@ uint f32_to_bf16(uint u) {
   return ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) & 0xFFFFu;
 }
 
-// Float bits from a stored float code of dtype dt (16- or 8-bit codes zero-extended).
+// Float bits from a stored float code of dtype dt (16- or 8-bit codes zero-extended);
+// a bool or uint8 byte as its value (masks in float arithmetic are 0 and 1).
 uint code_to_f32(uint dt, uint code) {
+  if (dt == DT_BOOL || dt == DT_U8) return floatBitsToUint(float(code));
   if (dt == DT_F16) return small_to_f32(code, 5u, 10u, true);
   if (dt == DT_BF16) return code << 16;
   if (dt == DT_E4M3) return small_to_f32(code, 4u, 3u, false);
@@ -98,7 +100,9 @@ uint code_to_f32(uint dt, uint code) {
   return code;
 }
 
+// A float (as bits) to the code of dtype dt; to bool: 1 for anything nonzero (NaN too).
 uint f32_to_code(uint dt, uint u) {
+  if (dt == DT_BOOL) return (u & 0x7FFFFFFFu) != 0u ? 1u : 0u;
   if (dt == DT_F16) return f32_to_small(u, 5u, 10u, true, true);
   if (dt == DT_BF16) return f32_to_bf16(u);
   if (dt == DT_E4M3) return f32_to_small(u, 4u, 3u, false, false);

@@ -1,6 +1,7 @@
 // The transcendental unary ops of shaders/elementwise.comp that GLSL lacks or bounds too
-// loosely: sin/cos with kiln's own range reduction, tanh, gelu (exact and tanh), softplus
-// on a log1p built from +-*/ only, and exp2 exact at integers. Ports of the CPU kernels'
+// loosely: sin/cos with kiln's own range reduction (over the whole float range), tanh,
+// gelu (exact and tanh), softplus on a log1p built from +-*/ only, and exp2 exact at
+// integers. Ports of the CPU kernels'
 // formulas (backend/cpu/elementwise/unary_math_kernels.cpp) where they fit float32.
 //
 // Vulkan bounds GLSL's exp to 3 + 2|x| ulp and log to 2^-21 absolute near 1 (useless for
@@ -28,20 +29,15 @@ float cos_poly(float r) {
   return 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
 }
 
-// sin(x) (or cos(x) = sin(x + pi/2)): x = k pi/2 + r, Cody-Waite. pi/2 is held as four
-// floats, C1..C3 of at most 8 significant bits and C4, 48 bits in all. k is split into
-// k_hi (a multiple of 2^12, at most 12 significant bits below 2^24) and k_lo (|k_lo| <
-// 2^12), so every k_part C_i (i <= 3) is exact and each subtraction is exact or rounds
-// once at the size of the final r: r is within about 2^-24 absolute for |k| < 2^24. x
-// (2/pi) rounded to float may miss the nearest k by one at large x, so r is brought back
-// into [-pi/4, pi/4] by a step of pi/2 (r - C1 is exact there: Sterbenz). From
-// |x| = 2^24 pi/2 (2.6e7) on floats are spaced by 2 or more and an exact reduction needs
-// Payne-Hanek's many bits of 2/pi, which this does not do: NaN there rather than a wrong
-// number (docs/gpu.md says so).
-#define KILN_SIN_COS_LIMIT 26353589.0
-float sin_cos(float x, bool want_cos) {
-  if (isnan(x) || abs(x) >= KILN_SIN_COS_LIMIT) return KILN_NAN;
-  if (x == 0.0) return want_cos ? 1.0 : x;  // keeps sin(-0) = -0
+// x = k pi/2 + r with r in [-pi/4, pi/4] for |x| < 2^24 (k's low two bits in `quadrant`),
+// Cody-Waite. pi/2 is held as four floats, C1..C3 of at most 8 significant bits and C4,
+// 48 bits in all. k is split into k_hi (a multiple of 2^12, at most 12 significant bits
+// below 2^24) and k_lo (|k_lo| < 2^12), so every k_part C_i (i <= 3) is exact and each
+// subtraction is exact or rounds once at the size of the final r: r is within about
+// 2^-24 absolute. x (2/pi) rounded to float may miss the nearest k by one at large x, so
+// r is brought back into [-pi/4, pi/4] by a step of pi/2 (r - C1 is exact there:
+// Sterbenz).
+float reduce_cody_waite(float x, out uint quadrant) {
   float k = roundEven(x * 0.636619772367581343);
   const float k_hi = trunc(k * (1.0 / 4096.0)) * 4096.0;
   const float k_lo = k - k_hi;
@@ -62,8 +58,90 @@ float sin_cos(float x, bool want_cos) {
       r = r - d * 9.920935184482005e-10;
     }
   }
-  uint q = uint(int(k)) + (want_cos ? 1u : 0u);  // two's complement: the low bits are k mod 4
-  q &= 3u;
+  quadrant = uint(int(k)) & 3u;  // two's complement: the low bits are k mod 4
+  return r;
+}
+
+// The bits of 2/pi after the binary point, most significant first, behind one zero word
+// (the window below may start one bit before the point).
+const uint kTwoOverPi[8] = uint[8](0u, 0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u, 0xDB629599u,
+                                  0x3C439041u, 0xFE5163ABu);
+
+// The 32 bits of hi:lo starting `shift` bits below hi's top (shift < 32).
+uint funnel_shift(uint hi, uint lo, uint shift) {
+  return shift == 0u ? hi : (hi << shift) | (lo >> (32u - shift));
+}
+
+// The same for finite |x| >= 2^24, Payne-Hanek, in 32-bit integers: x = m 2^(e-23) with
+// m a 24-bit integer, so x (2/pi) mod 4 needs only the bits of 2/pi from 2^-(e-25) on
+// (earlier ones give multiples of 4). A 96-bit window of them times m is a 120-bit
+// integer P with x (2/pi) = P 2^-94 (mod 4) to within 2^-71: its bits 95..94 are k mod
+// 4 and bits 93..30 a 64-bit fraction f. Rounding to the nearest k leaves |f| <= 1/2;
+// r = f pi/2 is formed from f's leading 32 bits (normalised: no float is within 2^-62 of
+// a multiple of pi/2 relative to its size) times pi/4 as a 32-bit integer, then
+// rounded once to float: within about 0.5 ulp of r + 2^-30 relative.
+float reduce_payne_hanek(float ax, out uint quadrant) {
+  const uint bits = floatBitsToUint(ax);
+  const uint e = (bits >> 23) - 127u;  // 24..127
+  const uint m = (bits & 0x7FFFFFu) | 0x800000u;
+  const uint start = e + 7u;  // bit 2^-(e-25) of 2/pi, counted from kTwoOverPi's start
+  const uint w = start >> 5u, s = start & 31u;
+  const uint win2 = funnel_shift(kTwoOverPi[w], kTwoOverPi[w + 1u], s);
+  const uint win1 = funnel_shift(kTwoOverPi[w + 1u], kTwoOverPi[w + 2u], s);
+  const uint win0 = funnel_shift(kTwoOverPi[w + 2u], kTwoOverPi[w + 3u], s);
+  uint h0, l0, h1, l1, h2, l2, c1, c2;
+  umulExtended(m, win0, h0, l0);
+  umulExtended(m, win1, h1, l1);
+  umulExtended(m, win2, h2, l2);
+  const uint p0 = l0;
+  const uint p1 = uaddCarry(l1, h0, c1);
+  const uint p2 = uaddCarry(l2, h1 + c1, c2);  // h1 < 2^24: no carry out of the sum
+  uint q = p2 >> 30u;
+  uint f_hi = (p2 << 2u) | (p1 >> 30u);
+  uint f_lo = (p1 << 2u) | (p0 >> 30u);
+  const bool round_up = f_hi >= 0x80000000u;  // f >= 1/2: the next k, r = -(1 - f) pi/2
+  if (round_up) {
+    q += 1u;
+    f_lo = ~f_lo + 1u;
+    f_hi = ~f_hi + (f_lo == 0u ? 1u : 0u);
+  }
+  quadrant = q & 3u;
+  if (f_hi == 0u && f_lo == 0u) return 0.0;
+  const int lead = f_hi != 0u ? 31 - findMSB(f_hi) : 63 - findMSB(f_lo);
+  const uint top = lead < 32 ? funnel_shift(f_hi, f_lo, uint(lead)) : f_lo << uint(lead - 32);
+  const bool below_top = lead < 32 && (f_lo << uint(lead)) != 0u;
+  uint r_hi, r_lo;
+  umulExtended(top, 0xC90FDAA2u, r_hi, r_lo);  // pi/4 2^32, to 2^-34 relative
+  int norm = 0;
+  if (r_hi < 0x80000000u) {
+    r_hi = (r_hi << 1u) | (r_lo >> 31u);
+    r_lo <<= 1u;
+    norm = 1;
+  }
+  // The low bits only decide a rounding tie: fold them into bit 0 as a sticky bit.
+  const uint sticky = (r_lo != 0u || below_top) ? 1u : 0u;
+  const float r = ldexp(float(r_hi | sticky), -31 - lead - norm);
+  return round_up ? -r : r;
+}
+
+// sin(x), or cos(x) = sin(x + pi/2): NaN for inf and NaN, x itself for +-0 (sin(-0) is
+// -0), otherwise the reduction that fits |x| and Cephes' polynomials on r.
+float sin_cos(float x, bool want_cos) {
+  if (isnan(x) || isinf(x)) return KILN_NAN;
+  if (x == 0.0) return want_cos ? 1.0 : x;
+  uint q;
+  float r;
+  if (abs(x) < 16777216.0) {
+    r = reduce_cody_waite(x, q);
+  } else {
+    // sin(-x) = -sin(x), cos(-x) = cos(x): -x = (-k) pi/2 + (-r).
+    r = reduce_payne_hanek(abs(x), q);
+    if (x < 0.0) {
+      r = -r;
+      q = (0u - q) & 3u;
+    }
+  }
+  q = (q + (want_cos ? 1u : 0u)) & 3u;
   const float s = sin_poly(r), c = cos_poly(r);
   return q == 0u ? s : q == 1u ? c : q == 2u ? -s : -c;
 }

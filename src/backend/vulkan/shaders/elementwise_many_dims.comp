@@ -1,0 +1,5 @@
+// elementwise.glsl with the strided geometry in a storage buffer (binding 3): views
+// whose dims do not merge to 6 or fewer (strided.glsl).
+#version 450
+#define KILN_STRIDED_GEOMETRY_BINDING 3
+#include "elementwise.glsl"
