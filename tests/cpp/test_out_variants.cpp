@@ -29,6 +29,7 @@ void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& 
   ASSERT_EQ(got.dtype(), want.dtype()) << what;
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
   const Tensor g = got.contiguous(), w = want.contiguous();
+  if (g.nbytes() == 0) return;  // memcmp of empty (null) buffers is undefined
   EXPECT_EQ(std::memcmp(g.data_ptr(), w.data_ptr(), g.nbytes()), 0) << what << ": the _out op wrote other bits";
 }
 
