@@ -1,0 +1,54 @@
+// Regressions found by the index_ops fuzzer (fuzz/index_ops.cpp): ops on views whose
+// one-element dims carry strides near 2^62 (PyTorch accepts any stride on a dim that is
+// never stepped). A kernel that scales such a stride by a position it never reads
+// overflows int64, which the sanitizer build turns into a failure. Each op on such a
+// view must match the same op on its contiguous copy.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/ops/creation.h"
+#include "kiln/ops/pad.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kStrides[] = {int64_t{1} << 61, int64_t{1} << 62, INT64_MAX};
+
+std::vector<float> values_of(const Tensor& t) {
+  const Tensor c = t.to(DType::Float32).contiguous();
+  const float* p = c.data<float>();
+  return std::vector<float>(p, p + c.numel());
+}
+
+void expect_same(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.sizes(), want.sizes());
+  ASSERT_EQ(got.dtype(), want.dtype());
+  EXPECT_EQ(values_of(got), values_of(want));
+}
+
+// [3, 1, 2] over 0..5 with the middle dim's stride `huge`.
+Tensor view_with_stride(int64_t huge, DType dtype = DType::Float32) {
+  return arange(Scalar(int64_t{6}), dtype).as_strided({3, 1, 2}, {2, huge, 1});
+}
+
+TEST(HugeStrideViewsFuzzed, ConstantPadOfAOneElementDim) {
+  for (const int64_t huge : kStrides) {
+    SCOPED_TRACE(huge);
+    const Tensor v = view_with_stride(huge);
+    const Tensor c = v.contiguous();
+    // Rows 1 and 2 of the padded middle dim are fill: their index times the stride
+    // was computed before it was known to be outside the input.
+    expect_same(pad(v, {0, 0, 0, 2}), pad(c, {0, 0, 0, 2}));
+    expect_same(pad(v, {1, 1, 2, 2, 1, 0}, "constant", 7.0), pad(c, {1, 1, 2, 2, 1, 0}, "constant", 7.0));
+    expect_same(pad(v, {0, -1, 3, 0}), pad(c, {0, -1, 3, 0}));
+    const Tensor padded = pad(v, {0, 0, 0, 2}, "constant", -1.0);
+    EXPECT_EQ(padded.sizes(), (Shape{3, 3, 2}));
+    EXPECT_EQ(values_of(padded), (std::vector<float>{0, 1, -1, -1, -1, -1, 2, 3, -1, -1, -1, -1, 4, 5, -1, -1, -1, -1}));
+  }
+}
+
+}  // namespace
+}  // namespace kiln
