@@ -5,17 +5,20 @@
 // view must match the same op on its contiguous copy.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pad.h"
+#include "kiln/ops/reduce.h"
+#include "kiln/ops/shape.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
 namespace {
 
-constexpr int64_t kStrides[] = {int64_t{1} << 61, int64_t{1} << 62, INT64_MAX};
+constexpr int64_t kStrides[] = {int64_t{1} << 61, int64_t{1} << 62, INT64_MAX, INT64_MIN, -(int64_t{1} << 62)};
 
 std::vector<float> values_of(const Tensor& t) {
   const Tensor c = t.to(DType::Float32).contiguous();
@@ -26,7 +29,14 @@ std::vector<float> values_of(const Tensor& t) {
 void expect_same(const Tensor& got, const Tensor& want) {
   ASSERT_EQ(got.sizes(), want.sizes());
   ASSERT_EQ(got.dtype(), want.dtype());
-  EXPECT_EQ(values_of(got), values_of(want));
+  const std::vector<float> g = values_of(got), w = values_of(want);
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i])) {
+      EXPECT_TRUE(std::isnan(g[i])) << "element " << i;  // var over one element: 0 / 0
+    } else {
+      EXPECT_EQ(g[i], w[i]) << "element " << i;
+    }
+  }
 }
 
 // [3, 1, 2] over 0..5 with the middle dim's stride `huge`.
@@ -47,6 +57,36 @@ TEST(HugeStrideViewsFuzzed, ConstantPadOfAOneElementDim) {
     const Tensor padded = pad(v, {0, 0, 0, 2}, "constant", -1.0);
     EXPECT_EQ(padded.sizes(), (Shape{3, 3, 2}));
     EXPECT_EQ(values_of(padded), (std::vector<float>{0, 1, -1, -1, -1, -1, 2, 3, -1, -1, -1, -1, 4, 5, -1, -1, -1, -1}));
+  }
+}
+
+TEST(HugeStrideViewsFuzzed, ComplexVarianceAndNormOfAOneElementDim) {
+  // var and the 2-norm of a complex tensor reduce its (re, im) pairs as a real view,
+  // whose strides are twice the complex ones: 2^62 doubled overflows.
+  for (const int64_t huge : kStrides) {
+    SCOPED_TRACE(huge);
+    const Tensor v = view_with_stride(huge, DType::Complex64);
+    const Tensor c = v.contiguous();
+    for (const DimList& dims : {DimList{}, DimList{1}, DimList{0, 2}}) {
+      expect_same(var(v, dims), var(c, dims));
+      expect_same(norm(v, 2.0, dims), norm(c, 2.0, dims));
+    }
+    const Tensor v_empty = zeros({2}, DType::Complex64).as_strided({0, 3}, {huge, 1});
+    EXPECT_EQ(norm(v_empty, 2.0, {1}).sizes(), (Shape{0}));
+    EXPECT_EQ(var(v_empty, {1}).sizes(), (Shape{0}));
+  }
+}
+
+TEST(HugeStrideViewsFuzzed, FlipOfAOneElementDim) {
+  // flip negates the stride of each flipped dim; INT64_MIN has no negation.
+  for (const int64_t huge : kStrides) {
+    SCOPED_TRACE(huge);
+    const Tensor v = view_with_stride(huge);
+    const Tensor c = v.contiguous();
+    for (const std::vector<int64_t>& dims : {std::vector<int64_t>{1}, {0, 1}, {1, 2}, {-2, 0, 2}}) {
+      expect_same(flip(v, dims), flip(c, dims));
+    }
+    EXPECT_EQ(values_of(flip(v, {0, 1})), (std::vector<float>{4, 5, 2, 3, 0, 1}));
   }
 }
 
