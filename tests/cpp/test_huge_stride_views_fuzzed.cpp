@@ -90,5 +90,21 @@ TEST(HugeStrideViewsFuzzed, FlipOfAOneElementDim) {
   }
 }
 
+TEST(HugeStrideViewsFuzzed, ReductionsOverAOneElementDim) {
+  // The reduction loop orders the reduced dims by |stride| (INT64_MIN has none).
+  for (const int64_t huge : kStrides) {
+    SCOPED_TRACE(huge);
+    const Tensor v = view_with_stride(huge);
+    const Tensor c = v.contiguous();
+    for (const DimList& dims : {DimList{1}, DimList{0, 1}, DimList{1, 2}, DimList{}}) {
+      expect_same(sum(v, dims), sum(c, dims));
+      expect_same(amax(v, dims), amax(c, dims));
+      expect_same(mean(v, dims, true), mean(c, dims, true));
+    }
+    expect_same(argmax(v, 1), argmax(c, 1));
+    expect_same(cumsum(v, 1), cumsum(c, 1));
+  }
+}
+
 }  // namespace
 }  // namespace kiln
