@@ -15,6 +15,7 @@
 // for these inputs) the same bytes. Work stays bounded as in shape_ops: operands of at
 // most kMaxComputeElements, index tensors of a few elements, pads that would allocate
 // more than a few thousand elements skipped.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -314,6 +315,8 @@ std::optional<std::vector<int64_t>> pads_for(FuzzInput& in, const Tensor& x) {
     const uint8_t b = in.byte();
     p = b < 224 ? static_cast<int64_t>(b % 9) - 4 : number(in);
   }
+  // The output's element count, saturated just past kMaxPadOutput.
+  constexpr __int128 kBig = kMaxPadOutput + 1;
   __int128 total = 1;
   bool overflows = false;
   for (int64_t d = 0; d < x.dim(); ++d) {
@@ -321,8 +324,7 @@ std::optional<std::vector<int64_t>> pads_for(FuzzInput& in, const Tensor& x) {
     const size_t from_end = static_cast<size_t>(x.dim() - 1 - d);
     if (2 * from_end + 1 < pads.size()) size += static_cast<__int128>(pads[2 * from_end]) + pads[2 * from_end + 1];
     overflows |= size > INT64_MAX || size < INT64_MIN;
-    total *= std::max<__int128>(size, 1);
-    if (total > (static_cast<__int128>(1) << 70)) total = static_cast<__int128>(1) << 70;
+    total = std::min(total * std::clamp<__int128>(size, 1, kBig), kBig);
   }
   if (!overflows && total > kMaxPadOutput) return std::nullopt;  // legal, only big
   return pads;
