@@ -85,6 +85,10 @@ inline void check_sound(const Tensor& t, const char* op) {
   const auto n = checked_numel(sizes);
   if (!n) finding(std::string(op) + " made a tensor whose element count is not an int64: " + describe(t));
   if (t.numel() != *n) finding(std::string(op) + ": numel() is not the product of the sizes: " + describe(t));
+  int64_t offset_bytes = 0;
+  if (__builtin_mul_overflow(t.storage_offset(), static_cast<int64_t>(itemsize(t.dtype())), &offset_bytes)) {
+    finding(std::string(op) + " made a tensor whose storage offset in bytes overflows int64: " + describe(t));
+  }
   if (*n == 0) return;
   if (t.storage_offset() < 0) finding(std::string(op) + ": negative storage offset: " + describe(t));
   __int128 lo = t.storage_offset(), hi = t.storage_offset();

@@ -12,6 +12,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/pad.h"
 #include "kiln/ops/reduce.h"
+#include "kiln/error.h"
 #include "kiln/ops/shape.h"
 #include "kiln/tensor.h"
 
@@ -104,6 +105,18 @@ TEST(HugeStrideViewsFuzzed, ReductionsOverAOneElementDim) {
     expect_same(argmax(v, 1), argmax(c, 1));
     expect_same(cumsum(v, 1), cumsum(c, 1));
   }
+}
+
+TEST(HugeStrideViewsFuzzed, EmptySliceOfAOneElementDimStaysAddressable) {
+  // x[1:] on a one-element dim of stride 2^62 + 1 starts one element past its end: an
+  // offset that fits in elements but not in bytes (data_ptr() overflowed). Refused.
+  const Tensor v = zeros({2}, DType::UInt64).as_strided({1, 2}, {(int64_t{1} << 62) + 1, 1});
+  EXPECT_THROW(v.slice(0, 1, std::nullopt), Error);
+  EXPECT_THROW(v.narrow(0, 1, 0), Error);
+  EXPECT_EQ(v.slice(0, 0, std::nullopt).sizes(), (Shape{1, 2}));
+  // Within bytes, the empty slice is a view as in PyTorch.
+  const Tensor small = zeros({2}, DType::UInt64).as_strided({1, 2}, {int64_t{1} << 40, 1});
+  EXPECT_EQ(small.slice(0, 1, std::nullopt).sizes(), (Shape{0, 2}));
 }
 
 }  // namespace
