@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_input.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/index.h"
@@ -27,194 +26,28 @@
 #include "kiln/ops/reduce.h"
 #include "kiln/ops/shape.h"
 #include "kiln/tensor.h"
-#include "kiln/tensor_limits.h"
+#include "tensor_program.h"
 
 namespace {
 
 using kiln::DType;
 using kiln::Shape;
 using kiln::Tensor;
-using kiln::fuzz::finding;
-using kiln::fuzz::FuzzInput;
+using namespace kiln::fuzz;
 
-constexpr DType kDTypes[] = {DType::Float32,  DType::Float64, DType::BFloat16,  DType::Float16,
-                             DType::Int64,    DType::Int32,   DType::Int8,      DType::UInt8,
-                             DType::Bool,     DType::Complex64, DType::Float8_e4m3fn, DType::UInt64};
-
-constexpr int64_t kMax = INT64_MAX;
-constexpr int64_t kEdges[] = {
-    -1, -2, -3, INT64_MIN, INT64_MIN + 1, kMax, kMax - 1, kMax / 2, kMax / 2 + 1, int64_t{1} << 31,
-    (int64_t{1} << 31) - 1, int64_t{1} << 32, (int64_t{1} << 32) + 1, int64_t{1} << 40, int64_t{1} << 61,
-    int64_t{1} << 62, (int64_t{1} << 62) + 1, 3 * (int64_t{1} << 61), INT32_MAX, INT32_MIN, 1000, 4096, 65536,
-};
-
-constexpr size_t kMaxDims = 6;
 constexpr size_t kMaxOps = 32;
 constexpr size_t kStackSize = 4;
-constexpr int64_t kMaxComputeElements = 256;
-constexpr int64_t kMaxCopyBytes = int64_t{1} << 16;
-
-// Mostly 0..8, often an edge, sometimes any 64-bit value.
-int64_t number(FuzzInput& in) {
-  const uint8_t b = in.byte();
-  if (b < 160) return b % 9;
-  if (b < 248) return kEdges[b % std::size(kEdges)];
-  return in.raw<int64_t>();
-}
-
-Shape shape(FuzzInput& in) {
-  Shape out(in.below(kMaxDims + 1));
-  for (auto& v : out) v = number(in);
-  return out;
-}
-
-DType dtype(FuzzInput& in) { return kDTypes[in.below(std::size(kDTypes))]; }
-
-// The element count of `sizes`, or nothing when a size is negative or the product
-// overflows int64.
-std::optional<int64_t> checked_numel(const Shape& sizes) {
-  int64_t n = 1;
-  bool overflow = false;
-  for (const int64_t s : sizes) {
-    if (s < 0) return std::nullopt;
-    overflow |= __builtin_mul_overflow(n, s, &n);
-  }
-  // A zero size makes the product 0 however large the others are.
-  for (const int64_t s : sizes) {
-    if (s == 0) return 0;
-  }
-  return overflow ? std::nullopt : std::optional<int64_t>(n);
-}
-
-std::optional<int64_t> checked_bytes(const Shape& sizes, DType dt) {
-  const auto n = checked_numel(sizes);
-  int64_t bytes = 0;
-  if (!n || __builtin_mul_overflow(*n, static_cast<int64_t>(kiln::itemsize(dt)), &bytes)) return std::nullopt;
-  return bytes;
-}
-
-std::string describe(const Tensor& t) {
-  return "sizes " + kiln::shape_to_string(t.sizes()) + " strides " + kiln::shape_to_string(t.strides()) +
-         " offset " + std::to_string(t.storage_offset()) + " dtype " + std::string(kiln::dtype_name(t.dtype())) +
-         " storage bytes " + std::to_string(t.storage()->nbytes);
-}
-
-// The invariants every tensor an op hands out must hold.
-void check_sound(const Tensor& t, const char* op) {
-  const Shape& sizes = t.sizes();
-  const Shape& strides = t.strides();
-  if (sizes.size() != strides.size()) finding(std::string(op) + ": sizes and strides differ in length");
-  if (t.dim() > kiln::kMaxTensorDims) finding(std::string(op) + " made a tensor of more than 64 dims: " + describe(t));
-  const auto n = checked_numel(sizes);
-  if (!n) finding(std::string(op) + " made a tensor whose element count is not an int64: " + describe(t));
-  if (t.numel() != *n) finding(std::string(op) + ": numel() is not the product of the sizes: " + describe(t));
-  if (*n == 0) return;
-  if (t.storage_offset() < 0) finding(std::string(op) + ": negative storage offset: " + describe(t));
-  __int128 lo = t.storage_offset(), hi = t.storage_offset();
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    const __int128 span = static_cast<__int128>(sizes[d] - 1) * strides[d];
-    (span < 0 ? lo : hi) += span;
-  }
-  const __int128 capacity = t.storage()->nbytes / kiln::itemsize(t.dtype());
-  if (lo < 0 || hi >= capacity) finding(std::string(op) + " made a view reaching outside its storage: " + describe(t));
-}
-
-// Copies a small tensor out (reading every element it addresses); expects a tensor of
-// impossible byte size to refuse.
-void check_copies(const Tensor& t, const char* op) {
-  const auto bytes = checked_bytes(t.sizes(), t.dtype());
-  if (!bytes) {
-    try {
-      t.contiguous();
-    } catch (const kiln::Error&) {
-      return;
-    }
-    finding(std::string(op) + ": a tensor of more than 2^63 bytes was copied: " + describe(t));
-  }
-  if (*bytes > kMaxCopyBytes || t.is_contiguous()) return;
-  const Tensor copy = t.contiguous();
-  if (copy.sizes() != t.sizes() || !copy.is_contiguous()) finding(std::string(op) + ": contiguous() changed the shape");
-}
-
-// Small enough to compute on: the product of the sizes, zeros counted as ones, bounds
-// every output (a sum over the 0 of [0, 2^40] is 2^40 elements) and every part count.
-bool computable(const Tensor& t) {
-  int64_t work = 1;
-  for (const int64_t s : t.sizes()) {
-    if (__builtin_mul_overflow(work, std::max<int64_t>(s, 1), &work) || work > kMaxComputeElements) return false;
-  }
-  return true;
-}
 
 // Runs one operation and returns its result, or nothing when it was refused (or skipped
 // because it would be too much work).
 std::optional<Tensor> step(FuzzInput& in, const std::array<Tensor, kStackSize>& stack, const char*& op) {
   const Tensor& a = stack[in.below(kStackSize)];
   const Tensor& b = stack[in.below(kStackSize)];
-  switch (in.byte() % 24) {
-    case 0:
-      op = "view";
-      return a.view(shape(in));
-    case 1:
-      op = "reshape";
-      if (!computable(a)) return std::nullopt;  // may copy
-      return a.reshape(shape(in));
-    case 2:
-      op = "expand";
-      return a.expand(shape(in));
-    case 3: {
-      op = "as_strided";
-      const Shape sizes = shape(in);
-      Shape strides(in.flag() ? sizes.size() : in.below(kMaxDims + 1));
-      for (auto& s : strides) s = number(in);
-      return in.flag() ? a.as_strided(sizes, strides) : a.as_strided(sizes, strides, number(in));
-    }
-    case 4: {
-      op = "from_storage";
-      const Shape sizes = shape(in);
-      Shape strides(sizes.size());
-      for (auto& s : strides) s = number(in);
-      return Tensor::from_storage(a.storage(), sizes, strides, number(in), dtype(in));
-    }
-    case 5: {
-      op = "narrow";
-      const int64_t dim = number(in), start = number(in);
-      return a.narrow(dim, start, number(in));
-    }
-    case 6: {
-      op = "slice";
-      const int64_t dim = number(in);
-      const std::optional<int64_t> start = in.flag() ? std::optional<int64_t>(number(in)) : std::nullopt;
-      const std::optional<int64_t> end = in.flag() ? std::optional<int64_t>(number(in)) : std::nullopt;
-      return a.slice(dim, start, end, number(in));
-    }
-    case 7: {
-      op = "select";
-      const int64_t dim = number(in);
-      return a.select(dim, number(in));
-    }
-    case 8:
-      op = "permute";
-      return a.permute(shape(in));
-    case 9: {
-      op = "transpose";
-      const int64_t d0 = number(in);
-      return a.transpose(d0, number(in));
-    }
-    case 10:
-      op = "squeeze/unsqueeze";
-      return in.flag() ? a.squeeze(number(in)) : a.unsqueeze(number(in));
-    case 11: {
-      op = "flatten/unflatten";
-      const int64_t d0 = number(in);
-      if (in.flag()) return a.flatten(d0, number(in));
-      return a.unflatten(d0, shape(in));
-    }
-    case 12: {
-      op = "movedim";
-      const int64_t d0 = number(in);
-      return a.movedim(d0, number(in));
-    }
+  // 0 to 12: the view ops (the numbering the committed seeds were written for).
+  static_assert(kViewOps == 13);
+  const int kind = in.byte() % 24;
+  if (kind < kViewOps) return view_op(kind, in, a, op);
+  switch (kind) {
     case 13: {
       op = "creation";
       const Shape sizes = shape(in);

@@ -94,7 +94,12 @@ py::array to_numpy(const Tensor& t) {
   }
   std::vector<ssize_t> shape(t.sizes().begin(), t.sizes().end());
   std::vector<ssize_t> strides;
-  for (int64_t s : t.strides()) strides.push_back(s * static_cast<int64_t>(t.element_size()));
+  // A dim never stepped (one element, or any dim of an empty tensor) may carry any stride
+  // (2^62 elements would overflow in bytes): numpy gets 0 there.
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const bool stepped = t.numel() > 0 && t.size(d) > 1;
+    strides.push_back(stepped ? t.stride(d) * static_cast<int64_t>(t.element_size()) : 0);
+  }
   py::capsule owner(new Tensor(t), [](void* p) { delete static_cast<Tensor*>(p); });
   void* data = t.data_ptr();
   static char dummy;  // numpy wants a non-null pointer even for empty arrays

@@ -118,9 +118,13 @@ void check_sizes(const Shape& sizes, const char* op) {
 
 // The storage offset of element `index` along a dim of `stride`. as_strided keeps every
 // such offset of a view within int64 (and so of the views derived from it); the check
-// is a guard for the one-past-the-end start of an empty narrow or slice.
+// is a guard for the one-past-the-end start of an empty narrow or slice, which may step
+// a one-element dim's stride of any size: the offset must stay addressable in bytes too,
+// as data_ptr() forms it.
 int64_t offset_along(const Tensor& t, int64_t index, int64_t stride, const char* op) {
-  return checked_add(t.storage_offset(), checked_mul(index, stride, op), op);
+  const int64_t offset = checked_add(t.storage_offset(), checked_mul(index, stride, op), op);
+  (void)checked_mul(offset, static_cast<int64_t>(t.element_size()), op);
+  return offset;
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {

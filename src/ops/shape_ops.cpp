@@ -255,8 +255,10 @@ Tensor flip(const Tensor& t, const std::vector<int64_t>& dims) {
   if (t.numel() == 0 || t.dim() == 0) return t.clone();
   // A view that walks each flipped dim backwards (negative stride from its last
   // element); clone() then copies it out in order.
+  // A one-element dim is left as it is: flipping it changes nothing, and its stride may
+  // be anything (INT64_MIN has no negation).
   for (int64_t d = 0; d < t.dim(); ++d) {
-    if (!seen[d]) continue;
+    if (!seen[d] || t.size(d) == 1) continue;
     offset += (t.size(d) - 1) * strides[d];
     strides[d] = -strides[d];
   }

@@ -61,7 +61,9 @@ void constant_pad_typed(ThreadPool& pool, const backend::ConstantPadProblem& p) 
       for (int d = 0; d < inner && inside; ++d) {
         const int64_t j = index[d] - p.begin[d];
         inside = j >= 0 && j < p.length[d];
-        src_offset += j * p.in_strides[d];
+        // Only a position inside the input is scaled: a one-element dim may carry any
+        // stride (2^62 times a fill row's index overflows).
+        if (inside) src_offset += j * p.in_strides[d];
       }
       if (!inside) {
         fill_run(dst, width, value);

@@ -355,8 +355,10 @@ void reduce_loop(ThreadPool& pool, const Tensor& input, const std::vector<bool>&
   // order; for the others, sorting by stride lets more layouts coalesce into rows.
   const bool ordered = spec.kind == ReduceKind::ArgMax || spec.kind == ReduceKind::ArgMin;
   if (!ordered) {
-    std::stable_sort(red.begin(), red.end(),
-                     [](const Dim& a, const Dim& b) { return std::llabs(a.stride) > std::llabs(b.stride); });
+    // A one-element dim may carry any stride (INT64_MIN has no absolute value); coalesce
+    // drops it anyway, so it sorts as 0.
+    const auto magnitude = [](const Dim& d) { return d.size == 1 ? 0 : std::llabs(d.stride); };
+    std::stable_sort(red.begin(), red.end(), [&](const Dim& a, const Dim& b) { return magnitude(a) > magnitude(b); });
   }
   std::vector<Dim> kept_c = coalesce(kept), red_c = coalesce(red);
   if (red_c.empty()) red_c.push_back({1, 1});

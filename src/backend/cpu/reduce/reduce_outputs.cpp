@@ -76,7 +76,10 @@ void store_partial_values(const Tensor& out, PartialValue kind, const ReducePart
 // The real tensor viewing a complex one's (re, im) pairs as a trailing dim of size 2.
 Tensor view_as_real(const Tensor& z) {
   Shape sizes = z.sizes(), strides = z.strides();
-  for (int64_t& s : strides) s *= 2;
+  // A dim never stepped (one element, or any dim of an empty tensor) may carry any
+  // stride: it becomes 0 instead of being doubled (2^62 * 2 overflows).
+  const bool empty = z.numel() == 0;
+  for (size_t d = 0; d < strides.size(); ++d) strides[d] = empty || sizes[d] <= 1 ? 0 : strides[d] * 2;
   sizes.push_back(2);
   strides.push_back(1);
   return Tensor::from_storage(z.storage(), sizes, strides, z.storage_offset() * 2, to_real(z.dtype()));
