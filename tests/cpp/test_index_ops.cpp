@@ -497,3 +497,21 @@ TEST(IndexOps, MaskedSelect) {
   expect_error([&] { masked_select(zeros({2}), zeros({2}, DType::UInt8)); }, ErrorKind::Type, "expected a bool mask");
   expect_error([&] { masked_select(zeros({2}), zeros({3}, DType::Bool)); }, ErrorKind::Runtime, "must match");
 }
+
+// Bytes other than 0 and 1 reinterpreted as bool (from_storage, numpy's view(bool)): the
+// adding kernels read the byte, count any nonzero one as true and write 0 or 1 (loading
+// such a byte as a C++ bool is undefined: the index_ops fuzzer under UBSan).
+TEST(IndexOps, AddingIntoBoolBytesOtherThanZeroAndOne) {
+  const Tensor bytes = Tensor::empty({4}, DType::UInt8);
+  const uint8_t raw[] = {3, 0, 2, 0};
+  std::memcpy(bytes.data_ptr(), raw, sizeof raw);
+  const Tensor self = Tensor::from_storage(bytes.storage(), {4}, {1}, 0, DType::Bool);
+  const Tensor src = Tensor::from_storage(bytes.clone().storage(), {4}, {1}, 0, DType::Bool);
+  const Tensor index = zeros({4}, DType::Int64);
+  const Tensor out = scatter_add(self, 0, index, src);
+  const uint8_t* got = static_cast<const uint8_t*>(out.data_ptr());
+  EXPECT_EQ(got[0], 1);  // 3 || 3 || 0 || 2 || 0
+  EXPECT_EQ(got[1], 0);
+  EXPECT_EQ(got[2], 2);  // untouched: scatter_add copies self first, byte for byte
+  EXPECT_EQ(got[3], 0);
+}

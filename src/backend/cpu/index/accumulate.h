@@ -32,11 +32,21 @@ struct Accumulate<std::complex<R>> {
   static std::complex<R> add(std::complex<R> dst, std::complex<R> src, Alpha a) { return dst + a * src; }
 };
 
+// A bool element as its byte. Storage reinterpreted as bool (from_storage, numpy's
+// view(bool)) may hold bytes other than 0 and 1; loading one as a C++ bool is undefined,
+// so the byte is read and any nonzero one counts as true (what PyTorch's kernels do in
+// practice); the result is written as 0 or 1.
+struct BoolByte {
+  uint8_t byte;
+};
+
 template <>
-struct Accumulate<bool> {
+struct Accumulate<BoolByte> {
   using Alpha = bool;
   static Alpha alpha(const Scalar& s) { return s.to_bool(); }
-  static bool add(bool dst, bool src, Alpha a) { return dst || (a && src); }
+  static BoolByte add(BoolByte dst, BoolByte src, Alpha a) {
+    return {static_cast<uint8_t>(dst.byte != 0 || (a && src.byte != 0))};
+  }
 };
 
 // Integers wrap modulo 2^bits like PyTorch's; computing in uint64 keeps that free of
@@ -66,7 +76,7 @@ struct TypeTag {
 template <typename R, typename Visit>
 R visit_addable_dtype(DType dt, R none, Visit&& visit) {
   switch (dt) {
-    case DType::Bool: return visit(TypeTag<bool>{});
+    case DType::Bool: return visit(TypeTag<BoolByte>{});
     case DType::UInt8: return visit(TypeTag<uint8_t>{});
     case DType::UInt16: return visit(TypeTag<uint16_t>{});
     case DType::UInt32: return visit(TypeTag<uint32_t>{});
