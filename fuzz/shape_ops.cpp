@@ -144,18 +144,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzInput in(data, size);
   std::array<Tensor, kStackSize> stack;
   stack.fill(kiln::zeros({static_cast<int64_t>(in.below(65))}, dtype(in)));
-  for (size_t i = 0; i < kMaxOps && !in.empty(); ++i) {
-    const char* op = "?";
-    std::optional<Tensor> result;
-    try {
-      result = step(in, stack, op);
-    } catch (const kiln::Error&) {
-      continue;
-    }
-    if (!result) continue;
-    check_sound(*result, op);
-    check_copies(*result, op);
-    stack[in.below(kStackSize)] = *result;
-  }
+  run_program<kMaxOps>(in, stack, step);
   return 0;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -197,6 +198,26 @@ inline std::optional<Tensor> view_op(int which, FuzzInput& in, const Tensor& a, 
       const int64_t d0 = number(in);
       return a.movedim(d0, number(in));
     }
+  }
+}
+
+// Runs the program: up to kMaxOps steps, each `step(in, stack, op)` picking its operands
+// from the stack. A step the library refuses is skipped; every result must be sound and
+// copy out, then replaces a slot of the stack.
+template <size_t kMaxOps, size_t kStackSize, typename Step>
+void run_program(FuzzInput& in, std::array<Tensor, kStackSize>& stack, Step&& step) {
+  for (size_t i = 0; i < kMaxOps && !in.empty(); ++i) {
+    const char* op = "?";
+    std::optional<Tensor> result;
+    try {
+      result = step(in, stack, op);
+    } catch (const kiln::Error&) {
+      continue;
+    }
+    if (!result) continue;
+    check_sound(*result, op);
+    check_copies(*result, op);
+    stack[in.below(kStackSize)] = *result;
   }
 }
 

@@ -192,6 +192,17 @@ Shape dense_strides_like(const Shape& sizes, const Shape& strides) {
   return out;
 }
 
+// A dense tensor's strides for new memory laid out like it. A dim of fewer than two
+// elements is never stepped, so a view may carry any stride there, a negative one too,
+// which new memory cannot have: such a stride becomes 0.
+static Shape lendable_strides(const Tensor& t) {
+  Shape strides = t.strides();
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (t.sizes()[d] < 2 && strides[d] < 0) strides[d] = 0;
+  }
+  return strides;
+}
+
 std::optional<Shape> elementwise_output_strides(const Shape& shape, std::initializer_list<const Tensor*> inputs) {
   // The hot path: row-major inputs (broadcast or not) give a row-major output. (PyTorch
   // could order dims differently only when a size-1 dim of a broadcast input carries an
@@ -211,7 +222,7 @@ std::optional<Shape> elementwise_output_strides(const Shape& shape, std::initial
     same_dense = same_dense && t->is_non_overlapping_and_dense() && t->strides() == first->strides();
   }
   if (same_shape && channels_last) return strides_for_memory_format(shape, MemoryFormat::ChannelsLast, "elementwise");
-  if (same_shape && same_dense) return first->strides();
+  if (same_shape && same_dense) return lendable_strides(*first);
 
   std::vector<Shape> operand_strides;
   operand_strides.reserve(inputs.size());
@@ -239,7 +250,7 @@ Tensor empty_like_format(const Tensor& t, MemoryFormat memory_format, DType dtyp
   if (memory_format != MemoryFormat::Preserve) return Tensor::empty(t.sizes(), dtype, t.device(), memory_format, op);
   // Exact strides for any dense input, a row-major one included (its size-1 dims may
   // carry other strides, which PyTorch keeps).
-  const Shape strides = t.is_non_overlapping_and_dense() ? t.strides() : dense_strides_like(t.sizes(), t.strides());
+  const Shape strides = t.is_non_overlapping_and_dense() ? lendable_strides(t) : dense_strides_like(t.sizes(), t.strides());
   return Tensor::empty_strided(t.sizes(), strides, dtype, t.device(), op);
 }
 

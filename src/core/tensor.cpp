@@ -117,14 +117,18 @@ void check_sizes(const Shape& sizes, const char* op) {
 }
 
 // The storage offset of element `index` along a dim of `stride`. as_strided keeps every
-// such offset of a view within int64 (and so of the views derived from it); the check
-// is a guard for the one-past-the-end start of an empty narrow or slice, which may step
-// a one-element dim's stride of any size: the offset must stay addressable in bytes too,
-// as data_ptr() forms it.
-int64_t offset_along(const Tensor& t, int64_t index, int64_t stride, const char* op) {
-  const int64_t offset = checked_add(t.storage_offset(), checked_mul(index, stride, op), op);
-  (void)checked_mul(offset, static_cast<int64_t>(t.element_size()), op);
-  return offset;
+// element's offset of a view within int64 bytes (and so of the views derived from it).
+// The one exception is the one-past-the-end start of an empty narrow or slice, which may
+// step a one-element dim's stride of any size: such a view (`empty`) addresses nothing,
+// so where PyTorch's offset would not be addressable in bytes (data_ptr() forms it) it
+// keeps the base's offset instead.
+int64_t offset_along(const Tensor& t, int64_t index, int64_t stride, bool empty, const char* op) {
+  int64_t offset = 0, bytes = 0;
+  const bool fits = checked_mul(index, stride, &offset) && checked_add(offset, t.storage_offset(), &offset) &&
+                    checked_mul(offset, static_cast<int64_t>(t.element_size()), &bytes);
+  if (fits) return offset;
+  KILN_CHECK(empty, op, "the view's storage offset overflows int64 bytes (index {}, stride {})", index, stride);
+  return t.storage_offset();
 }
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
@@ -402,7 +406,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
              "start ({}) + length ({}) exceeds dimension size ({})", start, length, size);
   Shape s = sizes();
   s[d] = length;
-  return make_view(*this, s, strides(), offset_along(*this, start, strides()[d], "narrow"));
+  return make_view(*this, s, strides(), offset_along(*this, start, strides()[d], length == 0, "narrow"));
 }
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt,
@@ -423,7 +427,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<
   // The stride of a dim of extent 0 or 1 never moves a pointer: keeping it avoids a
   // product with a huge step. Longer dims stay inside the original's span.
   if (s[d] > 1) st[d] = checked_mul(st[d], step, "slice");
-  return make_view(*this, s, st, offset_along(*this, start, strides()[d], "slice"));
+  return make_view(*this, s, st, offset_along(*this, start, strides()[d], s[d] == 0, "slice"));
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -435,7 +439,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
                   "index {} is out of bounds for dimension {} with size {}", index, d, size);
   if (index < 0) index += size;
   Shape s = sizes(), st = strides();
-  int64_t offset = offset_along(*this, index, st[d], "select");
+  int64_t offset = offset_along(*this, index, st[d], numel() == 0, "select");
   s.erase(s.begin() + d);
   st.erase(st.begin() + d);
   return make_view(*this, s, st, offset);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/ops/creation.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/pad.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/error.h"
@@ -109,14 +110,33 @@ TEST(HugeStrideViewsFuzzed, ReductionsOverAOneElementDim) {
 
 TEST(HugeStrideViewsFuzzed, EmptySliceOfAOneElementDimStaysAddressable) {
   // x[1:] on a one-element dim of stride 2^62 + 1 starts one element past its end: an
-  // offset that fits in elements but not in bytes (data_ptr() overflowed). Refused.
+  // offset that fits in elements but not in bytes (data_ptr() overflowed). The empty view
+  // addresses nothing, so it keeps the base's offset, and ops on it (pad steps through
+  // such narrows) run as on its contiguous copy.
   const Tensor v = zeros({2}, DType::UInt64).as_strided({1, 2}, {(int64_t{1} << 62) + 1, 1});
-  EXPECT_THROW(v.slice(0, 1, std::nullopt), Error);
-  EXPECT_THROW(v.narrow(0, 1, 0), Error);
+  for (const Tensor& e : {v.slice(0, 1, std::nullopt), v.narrow(0, 1, 0)}) {
+    EXPECT_EQ(e.sizes(), (Shape{0, 2}));
+    EXPECT_EQ(e.storage_offset(), 0);
+    EXPECT_EQ(e.contiguous().sizes(), (Shape{0, 2}));
+  }
   EXPECT_EQ(v.slice(0, 0, std::nullopt).sizes(), (Shape{1, 2}));
-  // Within bytes, the empty slice is a view as in PyTorch.
+  // Within bytes, the empty slice's offset is PyTorch's.
   const Tensor small = zeros({2}, DType::UInt64).as_strided({1, 2}, {int64_t{1} << 40, 1});
-  EXPECT_EQ(small.slice(0, 1, std::nullopt).sizes(), (Shape{0, 2}));
+  EXPECT_EQ(small.slice(0, 1, std::nullopt).storage_offset(), int64_t{1} << 40);
+}
+
+TEST(HugeStrideViewsFuzzed, OutputsLaidOutLikeAViewWithNegativeOneElementStrides) {
+  // A dense view whose one-element dims carry INT64_MIN: an elementwise result and
+  // empty_like take its layout, but new memory cannot have a negative stride (the
+  // index_ops fuzzer: add refused what its contiguous copies accepted).
+  const Tensor base = arange(Scalar(int64_t{6}), DType::Float32);
+  const Tensor v = base.as_strided({2, 1, 3, 1}, {3, INT64_MIN, 1, INT64_MIN});
+  ASSERT_TRUE(v.is_non_overlapping_and_dense());
+  const Tensor sum = add(v, v);
+  EXPECT_EQ(sum.sizes(), v.sizes());
+  for (int64_t s : sum.strides()) EXPECT_GE(s, 0);
+  EXPECT_EQ(values_of(sum), values_of(add(v.contiguous(), v.contiguous())));
+  EXPECT_EQ(values_of(v.clone()), values_of(v.contiguous()));
 }
 
 }  // namespace
