@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kiln/error.h"
 #include "kiln/ops/advanced_index.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/index.h"
@@ -96,6 +97,16 @@ TEST(HugeStrideViews, EmptyViewsWithHugeStridesGiveEmptyResults) {
   EXPECT_EQ(gather(e, 1, zeros({0, 1}, DType::Int64)).sizes(), (Shape{0, 1}));
   EXPECT_EQ(index(e, {std::nullopt, idx}).sizes(), (Shape{0, 2}));
   EXPECT_EQ(e.contiguous().sizes(), (Shape{0, 3}));
+}
+
+TEST(HugeStrideViews, GatherAndScatterIntoAnEmptyTensorWithHugeStridesRaise) {
+  // An empty tensor may carry any strides; a non-empty index over it is out of bounds
+  // before anything walks those strides (the index_ops fuzzer: 7e18 x 2 overflowed).
+  const Tensor e = zeros({4}, DType::Float16).as_strided({0, 2, 2}, {1, 1, int64_t{3} << 60});
+  const Tensor idx = zeros({1, 2, 2}, DType::Int64);
+  const Tensor src = zeros({1, 2, 2}, DType::Float16);
+  EXPECT_THROW(scatter_add(e, 0, idx, src), Error);
+  EXPECT_THROW(gather(e, 0, idx), Error);
 }
 
 }  // namespace

@@ -62,6 +62,14 @@ template <size_t kElem, typename Index>
 void gather_impl(ThreadPool& pool, const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) {
   // The front end gives input and index at least one dim.
   const int64_t dim_size = input.size(dim);
+  if (input.numel() == 0 && index.numel() > 0) {
+    // index stays within input off `dim`, so input has no row at `dim`: the first entry is
+    // out of bounds. (An empty input may carry any strides, which the walk must not scale.)
+    Index v;
+    std::memcpy(&v, index.data_ptr(), sizeof(Index));
+    fail(ErrorKind::Index, "gather", "index {} is out of bounds for dimension {} with size {}",
+         static_cast<int64_t>(v), dim, dim_size);
+  }
   const int64_t dim_stride = byte_stride(input, dim, kElem);
   // The input walked over index's shape with the gathered dim's stride zeroed: at
   // position (i, j, k) it points at input[i][0][k], and the kernel adds index * stride.

@@ -42,6 +42,16 @@ void scatter_add_impl(ThreadPool& pool, const Tensor& self, int64_t dim, const T
   constexpr int64_t kElem = sizeof(T);
   // Positions outside `dim` (index's shape with dim removed), walked by all three
   // tensors; the front end gives them at least one dim.
+  if (self.numel() == 0) {
+    // The front end keeps index within self off `dim`, so a non-empty index over an empty
+    // self means self has no row at `dim`: its first entry is out of bounds. (An empty
+    // self may carry any strides, which the walk below must not scale.)
+    if (index.numel() == 0) return;
+    Index v;
+    std::memcpy(&v, index.data_ptr(), sizeof(Index));
+    fail(ErrorKind::Index, "scatter_add", "index {} is out of bounds for dimension {} with size {}",
+         static_cast<int64_t>(v), dim, self.size(dim));
+  }
   Shape other = index.sizes(), self_st = self.strides(), index_st = index.strides(), src_st = src.strides();
   const int64_t steps = other[dim];
   const int64_t self_dim_size = self.size(dim);
