@@ -19,8 +19,5 @@ inline int64_t byte_stride(int64_t size, int64_t stride, int64_t element_size) {
 inline int64_t byte_stride(const Tensor& t, int64_t d, int64_t element_size) {
   return t.numel() == 0 ? 0 : byte_stride(t.size(d), t.stride(d), element_size);
 }
-inline int64_t byte_stride(const Tensor& t, int64_t d) {
-  return byte_stride(t, d, static_cast<int64_t>(t.element_size()));
-}
 
 }  // namespace kiln::cpu
