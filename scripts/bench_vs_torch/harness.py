@@ -2,26 +2,41 @@
 
 The build machines are shared and their speed drifts by up to 2x within an hour, so a
 figure measured in another run means little. Each row here times the kiln call and the
-PyTorch call interleaved, pair by pair, in one process with the same thread count, and
-reports the ratio of the medians. A target is a ratio ("kiln at least as fast" is 1.0).
+PyTorch call in alternating blocks (see _median_pairs), in one process with the same
+thread count, and reports the ratio of the medians. A target is a ratio ("kiln at least as fast" is 1.0).
 """
 import os
 import statistics
 import time
 
 THREADS = int(os.environ.get("KILN_NUM_THREADS", "2"))
+# Long enough for libgomp's spinning workers to go to sleep (GOMP_SPINCOUNT, ~ms).
+_PAUSE_SECONDS = 0.2
 
 
-def _median_pairs(kiln_fn, torch_fn, pairs, min_seconds):
-    kiln_fn()
-    torch_fn()  # warm both: first calls allocate and fault pages
+def _timed_block(fn, calls, times):
+    fn()  # the block's first call wakes the library's threads; not counted
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+
+
+def _median_pairs(kiln_fn, torch_fn, pairs, min_seconds, block=5):
+    """Medians of both, timed in alternating blocks of `block` calls.
+
+    Each block starts after a short pause: PyTorch's OpenMP workers keep spinning for
+    some milliseconds after its last call, and on a 2-core machine those spins take a
+    core from whatever runs next (kiln's calls measured right after PyTorch's came out
+    2-3x slower than alone). The pause lets the other library's threads park, so each
+    library is timed in its own steady state, back to back, as its users call it.
+    """
     kiln_times, torch_times = [], []
     start = time.perf_counter()
     while len(kiln_times) < pairs or time.perf_counter() - start < min_seconds:
         for fn, times in ((kiln_fn, kiln_times), (torch_fn, torch_times)):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
+            time.sleep(_PAUSE_SECONDS)
+            _timed_block(fn, block, times)
         if len(kiln_times) >= 10 * pairs:
             break
     return statistics.median(kiln_times), statistics.median(torch_times)
