@@ -103,9 +103,12 @@ void check_dot_rows(int64_t rows, int64_t K, int tokens, int64_t ldw_pad, int64_
   }
   const int64_t ld = blocks * bd::kBlockTokens + ld_pad;
   std::vector<float> sums(static_cast<size_t>(std::max<int64_t>(rows * ld, 1)), NAN);
-  bd::dot_rows(w.data(), ldw, rows, packed.data(), bw, blocks, K, sums.data(), ld);
+  bd::dot_rows(w.data(), ldw, rows, packed.data(), bw, tokens, K, sums.data(), ld);
+  // Lanes up to the next multiple of 8 are written (zero past `tokens`), none after.
+  const int written = (tokens + 7) / 8 * 8;
   for (int64_t r = 0; r < rows; ++r) {
-    for (int t = 0; t < blocks * static_cast<int>(bd::kBlockTokens); ++t) {
+    for (int t = written; t < ld; ++t) ASSERT_TRUE(std::isnan(sums[static_cast<size_t>(r * ld + t)])) << "lane " << t;
+    for (int t = 0; t < written; ++t) {
       double want = 0, mag = 0;
       for (int64_t k = 0; t < tokens && k < K; ++k) {
         const double p = bf16(w[static_cast<size_t>(r * ldw + k)]) * bf16(x[static_cast<size_t>(t)][static_cast<size_t>(k)]);
@@ -125,10 +128,11 @@ TEST(Bf16DotGemm, DotRowsMatchesScalarReference) {
   // 32 (a pair step of 16 lanes) +- 1, one prefetch line of pairs +- 1.
   for (int64_t rows : {0, 1, 3, 4, 5, 11, 12, 13, 25}) {
     for (int64_t K : {0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65}) {
-      for (int tokens : {1, 15, 16, 17, 32}) check_dot_rows(rows, K, tokens, (rows + K) % 3, tokens % 2, seed++);
+      for (int tokens : {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 32}) check_dot_rows(rows, K, tokens, (rows + K) % 3, tokens % 2, seed++);
     }
   }
   check_dot_rows(12, 2049, 32, 7, 0, 999);  // many prefetch lines
+  check_dot_rows(13, 2049, 20, 0, 3, 998);
 }
 
 // Many-row linear, bf16 weights and activations, against the double reference: x is

@@ -57,19 +57,48 @@ KILN_BF16_DOT_TARGET inline __m512bh broadcast_pair(uint32_t word) {
   return (__m512bh)_mm512_set1_epi32(static_cast<int>(word));
 }
 
-// The register tile: kRows weight rows by kBlocks blocks of 16 tokens, kRows * kBlocks
-// accumulators. Rows are prefetched 512 bytes ahead once per 16 pairs (a cache line):
-// MoE expert rows come from memory, and 12 concurrent streams are more than the hardware
-// prefetcher follows reliably.
+// The register tile: kRows weight rows by kFull blocks of 16 tokens, then (kHalf) the
+// first 8 tokens of one more block in 256-bit registers: a token group's last block
+// holding at most 8 tokens costs half of a full one, which matters for MoE experts of a
+// few dozen tokens each. Rows are prefetched 512 bytes ahead once per 16 pairs (a cache
+// line): MoE expert rows come from memory, and 12 concurrent streams are more than the
+// hardware prefetcher follows reliably.
+template <int kRows, int kFull, bool kHalf>
+struct Tile {
+  static constexpr int kSlots = kFull > 0 ? kFull : 1;
+  __m512 acc[kRows][kSlots];
+  __m256 half[kRows];
 
-template <int kRows, int kBlocks>
+  // One pair step: x at the step's first word of block 0, word_of(r) row r's pair.
+  template <class WordOf>
+  KILN_BF16_DOT_TARGET __attribute__((always_inline)) inline void step(const uint32_t* x_at, int64_t block_stride,
+                                                                        const WordOf& word_of) {
+    __m512bh x[kSlots];
+    __m256bh xh;
+#pragma GCC unroll 2
+    for (int j = 0; j < kFull; ++j) x[j] = (__m512bh)_mm512_loadu_si512(static_cast<const void*>(x_at + j * block_stride));
+    if constexpr (kHalf) {
+      xh = (__m256bh)_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_at + kFull * block_stride));
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < kRows; ++r) {
+      const __m512i wb = _mm512_set1_epi32(static_cast<int>(word_of(r)));
+#pragma GCC unroll 2
+      for (int j = 0; j < kFull; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], (__m512bh)wb, x[j]);
+      if constexpr (kHalf) half[r] = _mm256_dpbf16_ps(half[r], (__m256bh)_mm512_castsi512_si256(wb), xh);
+    }
+  }
+};
+
+template <int kRows, int kFull, bool kHalf>
 KILN_BF16_DOT_TARGET void tile(const uint16_t* w, int64_t ldw, const uint32_t* xp, int64_t block_stride, int64_t K,
                                float* sums, int64_t ld) {
-  __m512 acc[kRows][kBlocks];
+  Tile<kRows, kFull, kHalf> t;
 #pragma GCC unroll 32
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 2
-    for (int j = 0; j < kBlocks; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int j = 0; j < kFull; ++j) t.acc[r][j] = _mm512_setzero_ps();
+    if constexpr (kHalf) t.half[r] = _mm256_setzero_ps();
   }
   const int64_t pairs = K / 2;
   for (int64_t p = 0; p < pairs; ++p) {
@@ -77,61 +106,49 @@ KILN_BF16_DOT_TARGET void tile(const uint16_t* w, int64_t ldw, const uint32_t* x
 #pragma GCC unroll 32
       for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + 512, _MM_HINT_T0);
     }
-    __m512bh x[kBlocks];
-#pragma GCC unroll 2
-    for (int j = 0; j < kBlocks; ++j) {
-      x[j] = (__m512bh)_mm512_loadu_si512(static_cast<const void*>(xp + j * block_stride + p * kBlockTokens));
-    }
-#pragma GCC unroll 32
-    for (int r = 0; r < kRows; ++r) {
+    t.step(xp + p * kBlockTokens, block_stride, [&](int r) {
       uint32_t word;
       std::memcpy(&word, w + r * ldw + 2 * p, sizeof(word));
-      const __m512bh wv = broadcast_pair(word);
-#pragma GCC unroll 2
-      for (int j = 0; j < kBlocks; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], wv, x[j]);
-    }
+      return word;
+    });
   }
   if (K % 2 != 0) {
     // The last weight alone, its pair's high half zero (never read past the row); the
     // packed activations' high halves are zero there too.
-    __m512bh x[kBlocks];
-#pragma GCC unroll 2
-    for (int j = 0; j < kBlocks; ++j) {
-      x[j] = (__m512bh)_mm512_loadu_si512(static_cast<const void*>(xp + j * block_stride + pairs * kBlockTokens));
-    }
-#pragma GCC unroll 32
-    for (int r = 0; r < kRows; ++r) {
-      const __m512bh wv = broadcast_pair(w[r * ldw + K - 1]);
-#pragma GCC unroll 2
-      for (int j = 0; j < kBlocks; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], wv, x[j]);
-    }
+    t.step(xp + pairs * kBlockTokens, block_stride, [&](int r) { return static_cast<uint32_t>(w[r * ldw + K - 1]); });
   }
 #pragma GCC unroll 32
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 2
-    for (int j = 0; j < kBlocks; ++j) _mm512_storeu_ps(sums + r * ld + j * kBlockTokens, acc[r][j]);
+    for (int j = 0; j < kFull; ++j) _mm512_storeu_ps(sums + r * ld + j * kBlockTokens, t.acc[r][j]);
+    if constexpr (kHalf) _mm256_storeu_ps(sums + r * ld + kFull * kBlockTokens, t.half[r]);
   }
 }
 
-template <int kBlocks>
+template <int kFull, bool kHalf>
 void rows_of(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int64_t K,
              float* sums, int64_t ld) {
   int64_t r = 0;
   for (; r + kTileRows <= rows; r += kTileRows) {
-    tile<kTileRows, kBlocks>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
+    tile<kTileRows, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
   }
-  for (; r + 4 <= rows; r += 4) tile<4, kBlocks>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
-  for (; r < rows; ++r) tile<1, kBlocks>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
+  for (; r + 4 <= rows; r += 4) tile<4, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
+  for (; r < rows; ++r) tile<1, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
 }
 
 }  // namespace
 
-void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int blocks,
+void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
               int64_t K, float* sums, int64_t ld) {
   KILN_CHECK_KIND(cpu_has_bf16_dot(), Runtime, "bf16 dot", "called on a CPU without AVX512-BF16");
-  KILN_CHECK_KIND(blocks == 1 || blocks == 2, Runtime, "bf16 dot", "blocks must be 1 or 2, got {}", blocks);
-  if (blocks == 2) return rows_of<2>(w, ldw, rows, xp, block_stride, K, sums, ld);
-  rows_of<1>(w, ldw, rows, xp, block_stride, K, sums, ld);
+  KILN_CHECK_KIND(tokens >= 1 && tokens <= 2 * kBlockTokens, Runtime, "bf16 dot", "tokens must be in 1..32, got {}",
+                  tokens);
+  // Whole 16-token blocks, and 8 lanes for a last block of at most 8 tokens.
+  constexpr int kHalfTokens = kBlockTokens / 2;
+  if (tokens <= kHalfTokens) return rows_of<0, true>(w, ldw, rows, xp, block_stride, K, sums, ld);
+  if (tokens <= kBlockTokens) return rows_of<1, false>(w, ldw, rows, xp, block_stride, K, sums, ld);
+  if (tokens <= kBlockTokens + kHalfTokens) return rows_of<1, true>(w, ldw, rows, xp, block_stride, K, sums, ld);
+  rows_of<2, false>(w, ldw, rows, xp, block_stride, K, sums, ld);
 }
 
 #else  // not x86-64: cpu_has_bf16_dot() is false, so no caller gets here.
@@ -219,11 +236,11 @@ void linear_gemm_bf16_dot(ThreadPool& pool, const LinearWeight& w, const LinearA
           const int64_t n0 = t * kTileRows;
           const int64_t rows = std::min(kTileRows, N - n0);
           for (int64_t b = c0; b < c1; b += 2) {
-            const int nb = static_cast<int>(std::min<int64_t>(2, c1 - b));
-            bf16dot::dot_rows(wdata + n0 * ldw, ldw, rows, packed + b * bw, bw, nb, K, sums, 2 * kBlockTokens);
-            for (int64_t i = 0; i < nb * kBlockTokens; ++i) {
+            const int64_t tokens = std::min((std::min<int64_t>(2, c1 - b)) * kBlockTokens, M - b * kBlockTokens);
+            bf16dot::dot_rows(wdata + n0 * ldw, ldw, rows, packed + b * bw, bw, static_cast<int>(tokens), K, sums,
+                              2 * kBlockTokens);
+            for (int64_t i = 0; i < tokens; ++i) {
               const int64_t m = b * kBlockTokens + i;
-              if (m >= M) break;
               for (int64_t r = 0; r < rows; ++r) {
                 const float add = bias.empty() ? 0.0f : bias[act.bias_stride == 0 ? 0 : static_cast<size_t>(n0 + r)];
                 out_row[r] = sums[r * 2 * kBlockTokens + i] + add;

@@ -16,7 +16,8 @@
 // an odd K's last pair, and zero lanes past the last token), so one 512-bit load feeds a
 // pair step of 16 tokens. The 12-row by 32-token tile keeps 24 accumulators in registers
 // and loads 2 vectors and 12 broadcast words per 24 vdpbf16ps, so the loop is bound by
-// the dot instruction, not by loads. Broadcasting the weights (instead of packing them
+// the dot instruction, not by loads; a last block of at most 8 tokens runs in 256-bit
+// registers at half the cost. Broadcasting the weights (instead of packing them
 // into vectors, as an sgemm packs its B panel) means the weights are never copied: MoE
 // experts with a few dozen tokens each cannot amortise a weight copy, and a linear's
 // weights stream from L2 in place.
@@ -47,11 +48,13 @@ void pack_block(const uint16_t* const* rows, int count, int64_t K, uint32_t* blo
 // for bfloat16 and float32.
 void round_to_bf16(DType dtype, const void* src, int64_t n, uint16_t* dst, float* wide);
 
-// sums[r * ld + j * 16 + t] = sum_k W[r, k] * x[k] of token t of block j, for r < rows and
-// j < blocks (1 or 2), with W's row r at w + r * ldw (bf16 bit patterns, read in place)
-// and block j at xp + j * block_stride words. Accumulation is float32 in k order. Only
-// callable when kiln::cpu_has_bf16_dot(). rows >= 0, K >= 0 (K = 0 gives zeros).
-void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int blocks,
+// sums[r * ld + i] = sum_k W[r, k] * x_i[k] for r < rows and the first `tokens` (1..32)
+// tokens i of the blocks at xp and xp + block_stride words (token i is lane i % 16 of
+// block i / 16), with W's row r at w + r * ldw (bf16 bit patterns, read in place).
+// Accumulation is float32 in k order. Lanes past `tokens` up to the next multiple of 8
+// are written too (the packed zeros give zero); nothing past that. Only callable when
+// kiln::cpu_has_bf16_dot(). rows >= 0, K >= 0 (K = 0 gives zeros).
+void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
               int64_t K, float* sums, int64_t ld);
 
 }  // namespace kiln::cpu::bf16dot

@@ -6,7 +6,8 @@
 //   1. tokens rounded to bf16 once, then packed per expert into blocks of 16 of its
 //      slots (bf16_dot_gemm.h's pair layout);
 //   2. gate/up: (expert, 12-row group) pieces; each runs its 12 gate and 12 up rows over
-//      the expert's blocks, two at a time (12 x 32 tiles), weights read in place;
+//      the expert's blocks, two at a time (12 x 32 tiles; a last block of at most 8 slots
+//      in half-width registers), weights read in place;
 //   3. SwiGLU per slot in float32, the result rounded to bf16 and packed per expert;
 //   4. down: items of kDownRows output rows; an item runs every active expert in
 //      ascending order (the shared expert last) and adds the routing-weighted sums into
@@ -151,12 +152,11 @@ class Bf16DotMoe {
     const int64_t blocks = block_begin_[k + 1] - block_begin_[k];
     float g_sums[kTileRows * kSumsLd], u_sums[kTileRows * kSumsLd];
     for (int64_t j = 0; j < blocks; j += 2) {
-      const int nb = static_cast<int>(std::min<int64_t>(2, blocks - j));
-      const uint32_t* x = xp + (block_begin_[k] + j) * bw_h_;
-      bf16dot::dot_rows(gate_w, ex.gate.row_stride, rows, x, bw_h_, nb, H, g_sums, kSumsLd);
-      bf16dot::dot_rows(up_w, ex.up.row_stride, rows, x, bw_h_, nb, H, u_sums, kSumsLd);
       const int64_t first = plan_.slot_begin[e] + j * kBlockTokens;
-      const int64_t count = std::min<int64_t>(nb * kBlockTokens, plan_.slot_begin[e + 1] - first);
+      const int64_t count = std::min<int64_t>(2 * kBlockTokens, plan_.slot_begin[e + 1] - first);
+      const uint32_t* x = xp + (block_begin_[k] + j) * bw_h_;
+      bf16dot::dot_rows(gate_w, ex.gate.row_stride, rows, x, bw_h_, static_cast<int>(count), H, g_sums, kSumsLd);
+      bf16dot::dot_rows(up_w, ex.up.row_stride, rows, x, bw_h_, static_cast<int>(count), H, u_sums, kSumsLd);
       for (int64_t i = 0; i < count; ++i) {
         const int64_t at = plan_.slot_list[first + i] * act_stride_ + n;
         for (int64_t r = 0; r < rows; ++r) {
@@ -178,11 +178,10 @@ class Bf16DotMoe {
       const uint16_t* down_w = static_cast<const uint16_t*>(ex.down.data) + h0 * ex.down.row_stride;
       const int64_t blocks = block_begin_[k + 1] - block_begin_[k];
       for (int64_t j = 0; j < blocks; j += 2) {
-        const int nb = static_cast<int>(std::min<int64_t>(2, blocks - j));
-        bf16dot::dot_rows(down_w, ex.down.row_stride, rows, ap + (block_begin_[k] + j) * bw_i_, bw_i_, nb, ex.inter,
-                          sums, kSumsLd);
         const int64_t first = plan_.slot_begin[e] + j * kBlockTokens;
-        const int64_t count = std::min<int64_t>(nb * kBlockTokens, plan_.slot_begin[e + 1] - first);
+        const int64_t count = std::min<int64_t>(2 * kBlockTokens, plan_.slot_begin[e + 1] - first);
+        bf16dot::dot_rows(down_w, ex.down.row_stride, rows, ap + (block_begin_[k] + j) * bw_i_, bw_i_,
+                          static_cast<int>(count), ex.inter, sums, kSumsLd);
         for (int64_t i = 0; i < count; ++i) {
           const int64_t slot = plan_.slot_list[first + i];
           const float weight = plan_.weight_of(slot, a_);
