@@ -9,6 +9,8 @@
 // median over the bf16 dot path's, same process.
 #include <fmt/core.h>
 
+#include <time.h>
+
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -40,26 +42,47 @@ Tensor random_weights(const Shape& shape, int64_t fan_in, uint64_t seed) {
 
 struct Paired {
   Timing f32_path, bf16_dot_path;
+  Timing f32_cpu, bf16_dot_cpu;  // process CPU time per call
 };
 
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // fn alternately on the float32 path and (where the CPU has it) the bf16 dot path: one
-// warm-up call each, then `rounds` timed calls each, interleaved.
+// warm-up call each, then `rounds` timed calls each, interleaved. Wall time and process
+// CPU time: on a loaded machine with a one-thread pool (KILN_NUM_THREADS=1) the CPU time
+// is the code's cost, the wall time the machine's share of it.
 Paired alternate(const std::function<void()>& fn, int rounds) {
   const bool dot = cpu_has_bf16_dot();
-  std::vector<double> times[2];
+  std::vector<double> times[2], cpu[2];
   for (int r = -1; r < rounds; ++r) {
     for (int mode = 0; mode <= (dot ? 1 : 0); ++mode) {
       set_bf16_dot_enabled(mode);
+      const double c0 = process_cpu_seconds();
       const Clock::time_point t0 = Clock::now();
       fn();
-      if (r >= 0) times[mode].push_back(seconds_since(t0));
+      if (r >= 0) {
+        times[mode].push_back(seconds_since(t0));
+        cpu[mode].push_back(process_cpu_seconds() - c0);
+      }
     }
   }
   set_bf16_dot_enabled(-1);
-  return {summarize(times[0]), dot ? summarize(times[1]) : Timing{}};
+  return {summarize(times[0]), dot ? summarize(times[1]) : Timing{}, summarize(cpu[0]),
+          dot ? summarize(cpu[1]) : Timing{}};
 }
 
 void add_pair(Table& table, const std::string& group, const std::string& shape, double flops, const Paired& p) {
+  const auto rate = [&](const Timing& t) { return flops / t.median_s / 1e9; };
+  if (cpu_has_bf16_dot()) {
+    fmt::print("prefill_gemm: {} {}: CPU time per call f32 FMA {:.1f} ms ({:.1f} GFLOP/s), bf16 dot {:.1f} ms "
+               "({:.1f} GFLOP/s), {:.2f}x\n",
+               group, shape, 1e3 * p.f32_cpu.median_s, rate(p.f32_cpu), 1e3 * p.bf16_dot_cpu.median_s,
+               rate(p.bf16_dot_cpu), p.f32_cpu.median_s / p.bf16_dot_cpu.median_s);
+  }
   Row f32;
   f32.group = group + " f32 FMA";
   f32.shape = shape;
