@@ -52,11 +52,6 @@ void round_to_bf16(DType dtype, const void* src, int64_t n, uint16_t* dst, float
 
 namespace {
 
-// A 32-bit word of two bf16 weights as a broadcast operand.
-KILN_BF16_DOT_TARGET inline __m512bh broadcast_pair(uint32_t word) {
-  return (__m512bh)_mm512_set1_epi32(static_cast<int>(word));
-}
-
 // The register tile: kRows weight rows by kFull blocks of 16 tokens, then (kHalf) the
 // first 8 tokens of one more block in 256-bit registers: a token group's last block
 // holding at most 8 tokens costs half of a full one, which matters for MoE experts of a
