@@ -67,12 +67,22 @@ struct ComputeResult {
   double f32_gflops_all = 0;      // every pool thread running FMAs at once
   int threads = 0;
   int repeats = 0;
-  // The CPU has a bf16 dot instruction (AVX512_BF16). kiln's bf16 kernels widen to
-  // float32 and use FMAs, so the float32 peak is their compute roofline either way.
+  // The CPU has a bf16 dot instruction (AVX512_BF16, kiln/cpu_features.h), and its peak:
+  // independent vdpbf16ps chains (32 multiply-adds each), measured like the FMA peak;
+  // 0 without the instruction.
   bool bf16_dot_available = false;
+  double bf16_dot_gflops_1thread = 0;
+  double bf16_dot_gflops_all = 0;
+  // kiln's prefill GEMMs with bfloat16 weights run on the instruction (kiln::
+  // bf16_dot_enabled(): available and not switched off by KILN_BF16_DOT=0).
+  bool bf16_dot_used = false;
+  // The compute roofline of a prefill whose GEMMs have bf16 weights: the bf16 dot peak
+  // where they use it, else the float32 FMA peak (their FMAs then widen to float32).
+  double bf16_prefill_gflops() const { return bf16_dot_used ? bf16_dot_gflops_all : f32_gflops_all; }
 };
 // Peak float32 FMA rate: independent FMA chains on registers, on every pool thread at
-// once, `iterations` rounds of 12 vector FMAs per pass (the default is ~50 ms a pass).
+// once, `iterations` rounds of 12 vector FMAs per pass (the default is ~50 ms a pass);
+// with AVX512-BF16 also the bf16 dot rate, `iterations` rounds of 16 vdpbf16ps a pass.
 ComputeResult measure_peak_compute(ThreadPool& pool, int64_t iterations = 20'000'000, int repeats = 5);
 
 struct CudaAvailability {

@@ -52,7 +52,8 @@ void register_bench_command(CLI::App& app, CommandList& commands) {
                         size_t probe_bytes = *quick ? size_t{64} << 20 : 0;
                         BandwidthResult before = measure_memory_bandwidth(pool, probe_bytes, *quick ? 3 : 7);
                         const ComputeResult compute = measure_peak_compute(pool, *quick ? 2'000'000 : 20'000'000);
-                        bench::Table table(before.read_gbps_all, compute.f32_gflops_all);
+                        bench::Table table(before.read_gbps_all, compute.f32_gflops_all,
+                                           compute.bf16_dot_gflops_all);
                         int ran = 0;
                         for (const bench::Suite& s : bench::registry()) {
                           if (!filter->empty() && s.name.find(*filter) == std::string::npos) continue;
@@ -64,8 +65,15 @@ void register_bench_command(CLI::App& app, CommandList& commands) {
                                    "(fractions use the first)\n",
                                    before.read_gbps_all, before.threads, after.read_gbps_all);
                         fmt::print("compute roofline: {:.1f} GFLOP/s float32 FMA with {} threads ({:.1f} on one); "
-                                   "\"of peak\" uses it\n\n",
+                                   "\"of peak\" uses it\n",
                                    compute.f32_gflops_all, compute.threads, compute.f32_gflops_1thread);
+                        if (compute.bf16_dot_available) {
+                          fmt::print("bf16 dot roofline: {:.1f} GFLOP/s vdpbf16ps with {} threads ({:.1f} on one); "
+                                     "rows whose kernel runs it are measured against it{}\n",
+                                     compute.bf16_dot_gflops_all, compute.threads, compute.bf16_dot_gflops_1thread,
+                                     compute.bf16_dot_used ? "" : " (kiln's use switched off: KILN_BF16_DOT=0)");
+                        }
+                        fmt::print("\n");
                         fmt::print("{}", table.format());
                         if (ran == 0) {
                           fmt::print(stderr, "kiln bench: no suite matches '{}'\n", *filter);

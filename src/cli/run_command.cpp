@@ -163,8 +163,15 @@ int run(const RunOptions& o) {
     if (!o.no_probe) {
       const ExecutionContext context = current_context();
       const ComputeResult peak = measure_peak_compute(context.pool());
-      peak_gflops = peak.f32_gflops_all;
-      fmt::print(stderr, "compute roofline: {:.1f} GFLOP/s float32 FMA ({} threads)\n", peak_gflops, peak.threads);
+      // bf16 weights multiply with the bf16 dot instruction where kiln uses it, so that
+      // peak is their roofline; FP8 and float32 weights run float32 FMAs.
+      const bool bf16_dot = peak.bf16_dot_used && info.weight_dtypes.rfind("bfloat16", 0) == 0;
+      peak_gflops = bf16_dot ? peak.bf16_dot_gflops_all : peak.f32_gflops_all;
+      fmt::print(stderr, "compute roofline: {:.1f} GFLOP/s {} ({} threads); float32 FMA {:.1f}, bf16 dot {}\n",
+                 peak_gflops, bf16_dot ? "bf16 dot (vdpbf16ps)" : "float32 FMA", peak.threads, peak.f32_gflops_all,
+                 peak.bf16_dot_available ? fmt::format("{:.1f}{}", peak.bf16_dot_gflops_all,
+                                                       peak.bf16_dot_used ? "" : " (off: KILN_BF16_DOT=0)")
+                                         : std::string("absent"));
     }
     fmt::print(stderr, "{}", profile.format(roofline_gbps, peak_gflops));
   }

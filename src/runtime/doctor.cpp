@@ -89,9 +89,16 @@ std::string format_doctor_report(const DoctorReport& r) {
   line("Compute", fmt::format("float32 FMA {:.1f} GFLOP/s (1 thread), {:.1f} GFLOP/s ({} threads); median of {} "
                               "passes",
                               c.f32_gflops_1thread, c.f32_gflops_all, c.threads, c.repeats));
-  text += fmt::format("{:<14}(the compute roofline of prefill; bf16 dot instruction {}: kiln's bf16 kernels widen "
-                      "to float32)\n",
-                      "", c.bf16_dot_available ? "present" : "absent");
+  if (c.bf16_dot_available) {
+    text += fmt::format("{:<14}bf16 dot (vdpbf16ps) {:.1f} GFLOP/s (1 thread), {:.1f} GFLOP/s ({} threads)\n", "",
+                        c.bf16_dot_gflops_1thread, c.bf16_dot_gflops_all, c.threads);
+    text += fmt::format("{:<14}(the compute roofline of prefill: bf16 dot for bf16 weights{}, float32 FMA otherwise)\n",
+                        "", c.bf16_dot_used ? "" : " if enabled; switched off by KILN_BF16_DOT=0");
+  } else {
+    text += fmt::format("{:<14}(the compute roofline of prefill; no bf16 dot instruction: kiln's bf16 kernels widen "
+                        "to float32)\n",
+                        "");
+  }
   line("Allocator",
        fmt::format("allocated {} (peak {}), reserved {} (peak {}), {} allocations, {} cache hits",
                    format_bytes(a.allocated_bytes), format_bytes(a.peak_allocated_bytes),
@@ -136,7 +143,10 @@ std::string doctor_report_json(const DoctorReport& r) {
         {"f32_gflops_all", r.compute.f32_gflops_all},
         {"threads", r.compute.threads},
         {"repeats", r.compute.repeats},
-        {"bf16_dot_available", r.compute.bf16_dot_available}}},
+        {"bf16_dot_available", r.compute.bf16_dot_available},
+        {"bf16_dot_gflops_1thread", r.compute.bf16_dot_gflops_1thread},
+        {"bf16_dot_gflops_all", r.compute.bf16_dot_gflops_all},
+        {"bf16_dot_used", r.compute.bf16_dot_used}}},
       {"allocator",
        {{"allocated_bytes", r.allocator.allocated_bytes},
         {"peak_allocated_bytes", r.allocator.peak_allocated_bytes},

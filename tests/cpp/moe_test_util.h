@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/cpu_features.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/moe.h"
@@ -106,14 +107,28 @@ inline double unit_roundoff(DType dt) {
   return dt == DType::Float32 ? 0x1p-24 : dt == DType::BFloat16 ? 0x1p-8 : 0x1p-11;
 }
 
-inline void expect_matches(const Tensor& out, const ExpertReference& ref, int64_t H, int64_t I) {
+// The many-token kernel for bf16 experts on the bf16 dot path (kiln/cpu_features.h)
+// rounds x and the SwiGLU activations to bf16 before its products. Each rounding errs by
+// at most 2^-9 of the value: x's moves gate and up by 2^-9 of their magnitude sums ga and
+// ua, so act = silu(g) u by 2^-9 (1.1 ga |u| + |silu| ua) <= 2^-9 act_mag (add_expert's
+// bound), and act's own rounding adds 2^-9 |act| <= 2^-9 act_mag; the down sum carries
+// 2^-8 act_mag per term into 2^-8 of the output magnitude (1.01: the second-order 2^-18).
+// Zero wherever that path cannot run: other weight dtypes, no AVX512-BF16, KILN_BF16_DOT=0.
+inline double bf16_dot_rounding(DType wdtype) {
+  return wdtype == DType::BFloat16 && bf16_dot_enabled() ? 1.01 * 0x1p-8 : 0.0;
+}
+
+inline void expect_matches(const Tensor& out, const ExpertReference& ref, int64_t H, int64_t I,
+                           double activation_rounding = 0.0) {
   const std::vector<double> got = values(out);
   ASSERT_EQ(got.size(), ref.value.size());
   // One rounding to the output dtype, plus float32 accumulation over H (gate/up) and I
-  // (down) terms and the k-way sum: (H + I + 16) * 2^-24 of the magnitude, times 2.
+  // (down) terms and the k-way sum: (H + I + 16) * 2^-24 of the magnitude, times 2; plus
+  // the bf16 rounding of the activations where the kernel does it (bf16_dot_rounding).
   const double u = unit_roundoff(out.dtype());
   for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = u * std::fabs(ref.value[i]) + 2.0 * (H + I + 16) * 0x1p-24 * ref.magnitude[i] + 1e-30;
+    const double tol = u * std::fabs(ref.value[i]) +
+                       (2.0 * (H + I + 16) * 0x1p-24 + activation_rounding) * ref.magnitude[i] + 1e-30;
     ASSERT_NEAR(got[i], ref.value[i], tol) << "element " << i;
   }
 }
@@ -186,7 +201,7 @@ inline Tensor check_routed(const Case& c, const CaseInputs& in, const MoeRouting
   EXPECT_EQ(out.sizes(), (Shape{c.T, c.H}));
   EXPECT_EQ(out.dtype(), c.xdtype);
   expect_matches(out, reference_experts(in.x, r, in.experts, in.shared), c.H,
-                 std::max(c.I, c.I + (c.shared ? 3 : 0)));
+                 std::max(c.I, c.I + (c.shared ? 3 : 0)), bf16_dot_rounding(c.wdtype));
   return out;
 }
 

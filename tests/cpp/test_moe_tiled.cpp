@@ -8,6 +8,7 @@
 
 #include "backend/cpu/moe/moe_kernels.h"
 #include "kiln/context.h"
+#include "kiln/cpu_features.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/moe.h"
 #include "moe_test_util.h"
@@ -109,7 +110,9 @@ TEST(MoeExpertsTiled, AgreesWithGemvPath) {
     const int64_t I = c.I + (c.shared ? 3 : 0);
     const double u = unit_roundoff(c.xdtype);
     for (size_t i = 0; i < a.size(); ++i) {
-      const double tol = 2.0 * (u * std::fabs(ref.value[i]) + 2.0 * (c.H + I + 16) * 0x1p-24 * ref.magnitude[i]);
+      // The tiled side may round its activations to bf16 (bf16_dot_rounding); GEMV never does.
+      const double tol = 2.0 * (u * std::fabs(ref.value[i]) + 2.0 * (c.H + I + 16) * 0x1p-24 * ref.magnitude[i]) +
+                         bf16_dot_rounding(c.wdtype) * ref.magnitude[i];
       ASSERT_NEAR(a[i], b[i], tol) << "element " << i;
     }
   }
@@ -139,6 +142,60 @@ TEST(MoeExpertsTiled, EveryTarget) {
     check_experts({10, 130, 40, 4, 2, DType::Float8_e4m3fn, DType::BFloat16, true}, 21);
     check_experts({7, 65, 40, 4, 2, DType::Float8_e4m3fn, DType::Float32}, 22);
   });
+}
+
+// Sets the bf16 dot switch for a scope (process-wide: the tests run one at a time).
+class Bf16DotMode {
+ public:
+  explicit Bf16DotMode(int mode) { set_bf16_dot_enabled(mode); }
+  ~Bf16DotMode() { set_bf16_dot_enabled(-1); }
+  Bf16DotMode(const Bf16DotMode&) = delete;
+  Bf16DotMode& operator=(const Bf16DotMode&) = delete;
+};
+
+void bf16_expert_cases() {
+  check_experts({37, 17, 5, 4, 3, DType::BFloat16, DType::Float32}, 2);   // tails everywhere, odd H and I
+  check_experts({29, 33, 33, 5, 2, DType::BFloat16, DType::BFloat16, false, true}, 3);  // shared (I + 3)
+  check_experts({13, 16, 15, 3, 1, DType::BFloat16, DType::Float16, false, false, true}, 4);  // strided
+  check_experts({70, 130, 72, 6, 2, DType::BFloat16, DType::BFloat16}, 5);  // several down items
+  check_experts({1, 1, 1, 1, 1, DType::BFloat16, DType::BFloat16}, 6);
+  // 16 tokens per block +- 1 for one expert, and 33 (a pair of blocks and one more).
+  for (int64_t T : {15, 16, 17, 33}) {
+    const Case c{T, 48, 26, 3, 1, DType::BFloat16, DType::BFloat16, false, true};
+    check_routed(c, make_inputs(c, 600 + T), fixed_routing(std::vector<int32_t>(T, 1), T, 1, 601));
+  }
+}
+
+// The bf16 experts through the vdpbf16ps kernel (bf16 x and activations) where the CPU has
+// it, and through the float32 tiles with the switch off; each against the reference with
+// its own bound (bf16_dot_rounding is zero for the second).
+TEST(MoeExpertsTiled, Bf16ExpertsOnTheBf16DotPath) {
+  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16: the bf16 dot MoE kernel is not run here";
+  const ForcePath tiled(MoeExpertPath::Tiled);
+  const Bf16DotMode on(1);
+  bf16_expert_cases();
+}
+
+TEST(MoeExpertsTiled, Bf16ExpertsOnTheFloat32Path) {
+  const ForcePath tiled(MoeExpertPath::Tiled);
+  const Bf16DotMode off(0);
+  bf16_expert_cases();
+}
+
+TEST(MoeExpertsTiled, Bf16DotThreadCountDoesNotChangeTheResult) {
+  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16: the bf16 dot MoE kernel is not run here";
+  const ForcePath tiled(MoeExpertPath::Tiled);
+  const Bf16DotMode on(1);
+  const Case c{90, 136, 72, 12, 4, DType::BFloat16, DType::Float32, false, true};
+  const CaseInputs in = make_inputs(c, 610);
+  const MoeRouting r = moe_route(random_tensor({c.T, c.E}, DType::Float32, 611), c.k, MoeScoring::Softmax, true);
+  std::vector<std::vector<double>> outs;
+  for (int threads : {1, 2, 3}) {
+    const ThreadsScope scope(threads);
+    outs.push_back(values(moe_experts(in.x, r.weights, r.ids, in.experts, in.shared)));
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
 }
 
 TEST(MoeExpertsTiled, AutoKeepsDecodeOnGemv) {

@@ -10,6 +10,7 @@
 
 #include "kiln/allocator.h"
 #include "kiln/error.h"
+#include "kiln/cpu_features.h"
 #include "kiln/runtime.h"
 #include "kiln/thread_pool.h"
 
@@ -106,6 +107,17 @@ TEST(Runtime, PeakComputeProbeMeasuresAndValidates) {
   EXPECT_GT(r.f32_gflops_all, 0.0);
   EXPECT_EQ(r.threads, 2);
   EXPECT_EQ(r.repeats, 3);
+  // The bf16 dot peak exists exactly where the instruction does, and is what bf16 prefill
+  // is measured against when kiln's GEMMs use it.
+  EXPECT_EQ(r.bf16_dot_available, cpu_has_bf16_dot());
+  EXPECT_EQ(r.bf16_dot_used, bf16_dot_enabled());
+  if (r.bf16_dot_available) {
+    EXPECT_GT(r.bf16_dot_gflops_1thread, 0.0);
+    EXPECT_GT(r.bf16_dot_gflops_all, 0.0);
+  } else {
+    EXPECT_EQ(r.bf16_dot_gflops_all, 0.0);
+  }
+  EXPECT_EQ(r.bf16_prefill_gflops(), r.bf16_dot_used ? r.bf16_dot_gflops_all : r.f32_gflops_all);
   EXPECT_THROW(measure_peak_compute(pool, 100, 0), Error);
   EXPECT_THROW(measure_peak_compute(pool, 0, 1), Error);
 }
@@ -133,4 +145,8 @@ TEST(Runtime, DoctorReportHasTheKeyLines) {
   EXPECT_EQ(json["cuda"]["reason"], report.cuda.reason);
   EXPECT_GT(json["bandwidth"]["read_gbps_all"].get<double>(), 0.0);
   EXPECT_GT(json["compute"]["f32_gflops_all"].get<double>(), 0.0);
+  EXPECT_EQ(json["compute"]["bf16_dot_available"].get<bool>(), report.compute.bf16_dot_available);
+  EXPECT_EQ(json["compute"]["bf16_dot_used"].get<bool>(), report.compute.bf16_dot_used);
+  EXPECT_EQ(json["compute"]["bf16_dot_gflops_all"].get<double>(), report.compute.bf16_dot_gflops_all);
+  if (report.compute.bf16_dot_available) EXPECT_NE(text.find("bf16 dot (vdpbf16ps)"), std::string::npos) << text;
 }

@@ -51,14 +51,29 @@ constexpr BenchModel kModels[] = {
 
 struct Probes {
   double gbps = 0;
-  double gflops = 0;
+  double gflops = 0;       // float32 FMA peak
+  double bf16_gflops = 0;  // bf16 dot peak (0 without the instruction)
+  bool bf16_used = false;  // kiln's bf16-weight GEMMs run the bf16 dot instruction
 };
 
 Probes probe(ThreadPool& pool, bool quick) {
   Probes p;
   p.gbps = measure_memory_bandwidth(pool, quick ? size_t{64} << 20 : 0, 3).read_gbps_all;
-  p.gflops = measure_peak_compute(pool, quick ? 2'000'000 : 20'000'000, 3).f32_gflops_all;
+  const ComputeResult c = measure_peak_compute(pool, quick ? 2'000'000 : 20'000'000, 3);
+  p.gflops = c.f32_gflops_all;
+  p.bf16_gflops = c.bf16_dot_gflops_all;
+  p.bf16_used = c.bf16_dot_used;
   return p;
+}
+
+// The compute roofline of a prefill: with bf16 weights on the bf16 dot path its GEMMs
+// (linear, the MoE expert tiles) run vdpbf16ps, so the bf16 dot peak; otherwise (FP8
+// weights, no instruction, KILN_BF16_DOT=0) they run float32 FMAs.
+bool prefill_on_bf16_dot(const Probes& p, llm::WeightFormat format) {
+  return format == llm::WeightFormat::BFloat16 && p.bf16_used;
+}
+double prefill_roof(const Probes& p, llm::WeightFormat format) {
+  return prefill_on_bf16_dot(p, format) ? p.bf16_gflops : p.gflops;
 }
 
 // Deterministic ids spread over the vocabulary (the weights are random; any ids do).
@@ -158,16 +173,18 @@ void run_model(ThreadPool& pool, const LlmBenchOptions& o, const std::string& di
   const double bytes_per_token = bytes_sum / static_cast<double>(step_s.size());
   const double decode_gbps = bytes_per_token / step_time / 1e9;
 
-  fmt::print("{} prefill {} tokens: {:.1f} tok/s, {:.1f} GFLOP/s = {} of the compute roofline before "
-             "({:.1f} GFLOP/s), {} after ({:.1f})\n",
+  const double roof_before = prefill_roof(prefill_before, format), roof_after = prefill_roof(prefill_after, format);
+  fmt::print("{} prefill {} tokens: {:.1f} tok/s, {:.1f} GFLOP/s = {} of the {} compute roofline before "
+             "({:.1f} GFLOP/s), {} after ({:.1f}); {} of the float32 FMA peak before ({:.1f})\n",
              label, prompt.size(), static_cast<double>(prompt.size()) / prefill_time, prefill_gflops,
-             fraction(prefill_gflops, prefill_before.gflops), prefill_before.gflops,
-             fraction(prefill_gflops, prefill_after.gflops), prefill_after.gflops);
+             fraction(prefill_gflops, roof_before), prefill_on_bf16_dot(prefill_before, format) ? "bf16 dot" : "float32 FMA",
+             roof_before, fraction(prefill_gflops, roof_after), roof_after, fraction(prefill_gflops, prefill_before.gflops),
+             prefill_before.gflops);
   fmt::print("{} decode: {:.2f} tok/s, {:.1f} GB/s ({:.1f} MB per token) = {} of the memory roofline before "
              "({:.1f} GB/s), {} after ({:.1f})\n",
              label, 1.0 / step_time, decode_gbps, bytes_per_token / 1e6, fraction(decode_gbps, decode_before.gbps),
              decode_before.gbps, fraction(decode_gbps, decode_after.gbps), decode_after.gbps);
-  fmt::print("{}", prefill_profile.format(prefill_before.gbps, prefill_before.gflops));
+  fmt::print("{}", prefill_profile.format(prefill_before.gbps, roof_before));
   fmt::print("{}", decode_profile.format(decode_before.gbps, decode_before.gflops));
   std::fflush(stdout);
 }

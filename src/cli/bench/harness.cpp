@@ -59,7 +59,8 @@ std::string Table::format() const {
     std::string frac = r.bytes > 0 ? fmt::format("{:.2f}", roofline_fraction(r)) : "-";
     const double gflops = r.flops > 0 ? r.flops / r.timing.median_s / 1e9 : 0;
     std::string gf = gflops > 0 ? fmt::format("{:.1f}", gflops) : "-";
-    std::string peak = gflops > 0 && peak_gflops_ > 0 ? fmt::format("{:.2f}", gflops / peak_gflops_) : "-";
+    const double roof = r.peak_gflops > 0 ? r.peak_gflops : peak_gflops_;
+    std::string peak = gflops > 0 && roof > 0 ? fmt::format("{:.2f}", gflops / roof) : "-";
     std::string vs = r.baseline_s ? fmt::format("{:.1f}x", *r.baseline_s / r.timing.median_s) : "-";
     std::string target = r.has_target ? fmt::format("{} ({})", r.target, r.target_met ? "met" : "MISSED") : "";
     out += fmt::format("{:<28} {:<22} {:>10} {:>10} {:>9} {:>10} {:>8} {:>7}  {:<30} {}\n", r.group, r.shape,

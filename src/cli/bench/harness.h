@@ -60,16 +60,21 @@ struct Row {
   std::string target;  // e.g. "<= 10 us", ">= 0.80 of roofline"
   bool target_met = false;
   bool has_target = false;
+  // The compute roofline of this row when it is not the table's float32 FMA peak (rows
+  // whose kernel runs the bf16 dot instruction use its peak); 0: the table's.
+  double peak_gflops = 0;
 };
 
 class Table {
  public:
-  // peak_gflops: the compute roofline (0 when not measured).
-  explicit Table(double roofline_gbps, double peak_gflops = 0)
-      : roofline_gbps_(roofline_gbps), peak_gflops_(peak_gflops) {}
+  // peak_gflops: the float32 FMA compute roofline, bf16_dot_gflops: the bf16 dot peak
+  // (0 when not measured or absent).
+  explicit Table(double roofline_gbps, double peak_gflops = 0, double bf16_dot_gflops = 0)
+      : roofline_gbps_(roofline_gbps), peak_gflops_(peak_gflops), bf16_dot_gflops_(bf16_dot_gflops) {}
   void add(Row row) { rows_.push_back(std::move(row)); }
   double roofline_gbps() const { return roofline_gbps_; }
   double peak_gflops() const { return peak_gflops_; }
+  double bf16_dot_gflops() const { return bf16_dot_gflops_; }
   // GB/s of a row (0 without bytes) and its fraction of the roofline.
   double gbps(const Row& r) const;
   double roofline_fraction(const Row& r) const;
@@ -79,6 +84,7 @@ class Table {
  private:
   double roofline_gbps_;
   double peak_gflops_;
+  double bf16_dot_gflops_;
   std::vector<Row> rows_;
 };
 

@@ -11,13 +11,18 @@
 //     to the activation dtype once at the end. OpenBLAS's sgemm kernels beat anything
 //     hand-written here for M >= 2, and the widening costs K per weight row per call
 //     against M*K multiply-adds.
+//   bfloat16 weights on a CPU with AVX512-BF16 (unless KILN_BF16_DOT=0) skip all of this:
+//     linear_gemm_bf16_dot (bf16_dot_gemm.cpp) rounds x to bf16 and multiplies with
+//     vdpbf16ps, twice the multiply-adds per instruction of an f32 FMA.
 #include <algorithm>
 #include <climits>
 #include <cstring>
 
 #include "backend/cpu/matmul/blas.h"
 #include "backend/cpu/cast/cast.h"
+#include "backend/cpu/linear/bf16_dot_gemm.h"
 #include "backend/cpu/linear/linear_kernels.h"
+#include "kiln/cpu_features.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
 #include "kiln/tensor.h"
@@ -175,6 +180,9 @@ LinearWeight packed_rows(ThreadPool& pool, const LinearWeight& w, Tensor& keep) 
 }  // namespace
 
 void linear_gemm(ThreadPool& pool, const LinearWeight& weight, const LinearActivations& act) {
+  // bf16 weights on a CPU with a bf16 dot instruction: x rounded to bf16, vdpbf16ps
+  // (bf16_dot_gemm.h); KILN_BF16_DOT=0 keeps the widened sgemm below.
+  if (weight.dtype == DType::BFloat16 && bf16_dot_enabled()) return linear_gemm_bf16_dot(pool, weight, act);
   // float32 / float64 weights are read in place by BLAS.
   const bool in_place = weight.dtype == act.dtype && (act.dtype == DType::Float32 || act.dtype == DType::Float64);
   Tensor packed_keep;

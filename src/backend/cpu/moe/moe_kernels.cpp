@@ -11,6 +11,7 @@
 #include "backend/cpu/cast/cast.h"
 #include "backend/cpu/moe/moe_plan.h"
 #include "kiln/allocator.h"
+#include "kiln/cpu_features.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
 
@@ -116,6 +117,8 @@ void moe_experts(ThreadPool& pool, const MoeExpertsArgs& args) {
   if (use_tiled(plan)) {
     if (fp8) {
       moe_experts_tiled_fp8(pool, args, plan);
+    } else if (args.weight_dtype == DType::BFloat16 && bf16_dot_enabled()) {
+      moe_experts_bf16_dot(pool, args, plan);
     } else {
       moe_experts_tiled_wide(pool, args, plan);
     }

@@ -1,0 +1,252 @@
+// The bf16 dot-product GEMM (see bf16_dot_gemm.h): the vdpbf16ps tile, the activation
+// packing and many-row linear with bfloat16 weights.
+//
+// The tile functions carry their own target attribute instead of per-file flags, so the
+// rest of the file (and every caller) stays baseline x86-64; they run only after
+// kiln::cpu_has_bf16_dot() said yes.
+#include "backend/cpu/linear/bf16_dot_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cast/cast.h"
+#include "kiln/cpu_features.h"
+#include "kiln/error.h"
+#include "kiln/tensor.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define KILN_BF16_DOT_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#endif
+
+namespace kiln::cpu::bf16dot {
+
+void pack_block(const uint16_t* const* rows, int count, int64_t K, uint32_t* block) {
+  const int64_t pairs = K / 2;
+  // Pair-major, so each row is read front to back and the block written in order.
+  for (int64_t p = 0; p < pairs; ++p) {
+    uint32_t* out = block + p * kBlockTokens;
+    for (int t = 0; t < count; ++t) std::memcpy(out + t, rows[t] + 2 * p, sizeof(uint32_t));
+    for (int t = count; t < kBlockTokens; ++t) out[t] = 0;
+  }
+  if (K % 2 != 0) {
+    uint32_t* out = block + pairs * kBlockTokens;
+    for (int t = 0; t < kBlockTokens; ++t) out[t] = t < count ? rows[t][K - 1] : 0u;  // high half (k = K) zero
+  }
+}
+
+void round_to_bf16(DType dtype, const void* src, int64_t n, uint16_t* dst, float* wide) {
+  switch (dtype) {
+    case DType::BFloat16: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(uint16_t)); return;
+    case DType::Float32: from_f32(static_cast<const float*>(src), DType::BFloat16, dst, n); return;
+    case DType::Float16:
+      to_f32(DType::Float16, src, wide, n);
+      from_f32(wide, DType::BFloat16, dst, n);
+      return;
+    default: fail(ErrorKind::Type, "linear", "bf16 dot: unsupported activation dtype {}", dtype_name(dtype));
+  }
+}
+
+#if defined(__x86_64__)
+
+namespace {
+
+// The register tile: kRows weight rows by kFull blocks of 16 tokens, then (kHalf) the
+// first 8 tokens of one more block in 256-bit registers: a token group's last block
+// holding at most 8 tokens costs half of a full one, which matters for MoE experts of a
+// few dozen tokens each. Rows are prefetched 512 bytes ahead once per 16 pairs (a cache
+// line): MoE expert rows come from memory, and 12 concurrent streams are more than the
+// hardware prefetcher follows reliably.
+template <int kRows, int kFull, bool kHalf>
+struct Tile {
+  static constexpr int kSlots = kFull > 0 ? kFull : 1;
+  __m512 acc[kRows][kSlots];
+  __m256 half[kRows];
+
+  // One pair step: x at the step's first word of block 0, word_of(r) row r's pair.
+  template <class WordOf>
+  KILN_BF16_DOT_TARGET __attribute__((always_inline)) inline void step(const uint32_t* x_at, int64_t block_stride,
+                                                                        const WordOf& word_of) {
+    __m512bh x[kSlots];
+    __m256bh xh;
+#pragma GCC unroll 2
+    for (int j = 0; j < kFull; ++j) x[j] = (__m512bh)_mm512_loadu_si512(static_cast<const void*>(x_at + j * block_stride));
+    if constexpr (kHalf) {
+      xh = (__m256bh)_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_at + kFull * block_stride));
+    }
+#pragma GCC unroll 32
+    for (int r = 0; r < kRows; ++r) {
+      const __m512i wb = _mm512_set1_epi32(static_cast<int>(word_of(r)));
+#pragma GCC unroll 2
+      for (int j = 0; j < kFull; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], (__m512bh)wb, x[j]);
+      if constexpr (kHalf) half[r] = _mm256_dpbf16_ps(half[r], (__m256bh)_mm512_castsi512_si256(wb), xh);
+    }
+  }
+};
+
+template <int kRows, int kFull, bool kHalf>
+KILN_BF16_DOT_TARGET void tile(const uint16_t* w, int64_t ldw, const uint32_t* xp, int64_t block_stride, int64_t K,
+                               float* sums, int64_t ld) {
+  Tile<kRows, kFull, kHalf> t;
+#pragma GCC unroll 32
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 2
+    for (int j = 0; j < kFull; ++j) t.acc[r][j] = _mm512_setzero_ps();
+    if constexpr (kHalf) t.half[r] = _mm256_setzero_ps();
+  }
+  const int64_t pairs = K / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    if (p % 16 == 0) {
+#pragma GCC unroll 32
+      for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + 512, _MM_HINT_T0);
+    }
+    t.step(xp + p * kBlockTokens, block_stride, [&](int r) {
+      uint32_t word;
+      std::memcpy(&word, w + r * ldw + 2 * p, sizeof(word));
+      return word;
+    });
+  }
+  if (K % 2 != 0) {
+    // The last weight alone, its pair's high half zero (never read past the row); the
+    // packed activations' high halves are zero there too.
+    t.step(xp + pairs * kBlockTokens, block_stride, [&](int r) { return static_cast<uint32_t>(w[r * ldw + K - 1]); });
+  }
+#pragma GCC unroll 32
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 2
+    for (int j = 0; j < kFull; ++j) _mm512_storeu_ps(sums + r * ld + j * kBlockTokens, t.acc[r][j]);
+    if constexpr (kHalf) _mm256_storeu_ps(sums + r * ld + kFull * kBlockTokens, t.half[r]);
+  }
+}
+
+template <int kFull, bool kHalf>
+void rows_of(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int64_t K,
+             float* sums, int64_t ld) {
+  int64_t r = 0;
+  for (; r + kTileRows <= rows; r += kTileRows) {
+    tile<kTileRows, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
+  }
+  for (; r + 4 <= rows; r += 4) tile<4, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
+  for (; r < rows; ++r) tile<1, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
+}
+
+}  // namespace
+
+void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
+              int64_t K, float* sums, int64_t ld) {
+  KILN_CHECK_KIND(cpu_has_bf16_dot(), Runtime, "bf16 dot", "called on a CPU without AVX512-BF16");
+  KILN_CHECK_KIND(tokens >= 1 && tokens <= 2 * kBlockTokens, Runtime, "bf16 dot", "tokens must be in 1..32, got {}",
+                  tokens);
+  // Whole 16-token blocks, and 8 lanes for a last block of at most 8 tokens.
+  constexpr int kHalfTokens = kBlockTokens / 2;
+  if (tokens <= kHalfTokens) return rows_of<0, true>(w, ldw, rows, xp, block_stride, K, sums, ld);
+  if (tokens <= kBlockTokens) return rows_of<1, false>(w, ldw, rows, xp, block_stride, K, sums, ld);
+  if (tokens <= kBlockTokens + kHalfTokens) return rows_of<1, true>(w, ldw, rows, xp, block_stride, K, sums, ld);
+  rows_of<2, false>(w, ldw, rows, xp, block_stride, K, sums, ld);
+}
+
+#else  // not x86-64: cpu_has_bf16_dot() is false, so no caller gets here.
+
+void dot_rows(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, int, int64_t, float*, int64_t) {
+  fail(ErrorKind::Runtime, "bf16 dot", "AVX512-BF16 kernels exist only on x86-64");
+}
+
+#endif
+
+}  // namespace kiln::cpu::bf16dot
+
+namespace kiln::cpu {
+
+namespace {
+
+using bf16dot::block_words;
+using bf16dot::kBlockTokens;
+using bf16dot::kTileRows;
+
+// Bytes of packed activations a chunk of blocks may take: the chunk stays in L2 while
+// every weight tile of a panel runs over it.
+constexpr int64_t kChunkBytes = int64_t{256} << 10;
+// Bytes of a panel of weight rows: read from memory once, then from L2 once per chunk.
+constexpr int64_t kPanelBytes = int64_t{512} << 10;
+// Multiply-adds a task should have at least (the figure of linear_gemm.cpp).
+constexpr double kMinTaskWork = 1 << 20;
+
+}  // namespace
+
+void linear_gemm_bf16_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act) {
+  const int64_t M = act.M, N = w.N, K = w.K;
+  const int64_t blocks = ceil_div(M, kBlockTokens);
+  const int64_t bw = block_words(K);
+  const size_t act_isz = itemsize(act.dtype);
+  // 1. x rounded to bf16 and packed, block by block over the pool.
+  Tensor packed_keep = Tensor::empty({checked_mul(blocks, bw, "linear")}, DType::Int32);
+  uint32_t* packed = static_cast<uint32_t*>(packed_keep.data_ptr());
+  pool.parallel_for(blocks, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(K * kBlockTokens, 1)),
+                    [&](int64_t b0, int64_t b1) {
+                      std::vector<uint16_t> narrow;
+                      std::vector<float> wide;
+                      if (act.dtype != DType::BFloat16) {
+                        narrow.resize(static_cast<size_t>(kBlockTokens * K));
+                        wide.resize(static_cast<size_t>(K));
+                      }
+                      for (int64_t b = b0; b < b1; ++b) {
+                        const int count = static_cast<int>(std::min<int64_t>(kBlockTokens, M - b * kBlockTokens));
+                        const uint16_t* rows[kBlockTokens];
+                        for (int t = 0; t < count; ++t) {
+                          const char* src = static_cast<const char*>(act.x) + (b * kBlockTokens + t) * K * act_isz;
+                          if (act.dtype == DType::BFloat16) {
+                            rows[t] = reinterpret_cast<const uint16_t*>(src);
+                          } else {
+                            bf16dot::round_to_bf16(act.dtype, src, K, narrow.data() + t * K, wide.data());
+                            rows[t] = narrow.data() + t * K;
+                          }
+                        }
+                        bf16dot::pack_block(rows, count, K, packed + b * bw);
+                      }
+                    });
+  // 2. The bias in float32, added before the one rounding of y.
+  std::vector<float> bias;
+  if (act.bias != nullptr) {
+    bias.resize(static_cast<size_t>(act.bias_stride == 0 ? 1 : N));
+    to_f32(act.dtype, act.bias, bias.data(), static_cast<int64_t>(bias.size()));
+  }
+  // 3. Tiles of 12 weight rows, split over the pool; each task walks its rows in panels
+  // and each panel's rows over the packed x in chunks.
+  const uint16_t* wdata = static_cast<const uint16_t*>(w.data);
+  const int64_t ldw = w.row_stride;
+  const int64_t tiles = ceil_div(N, kTileRows);
+  const int64_t panel_tiles = std::max<int64_t>(1, kPanelBytes / (kTileRows * K * 2));
+  const int64_t chunk_blocks = std::max<int64_t>(2, kChunkBytes / (bw * 4) / 2 * 2);
+  const double tile_work = static_cast<double>(kTileRows) * static_cast<double>(M) * static_cast<double>(K);
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinTaskWork / std::max(tile_work, 1.0)));
+  pool.parallel_for(tiles, grain, [&](int64_t t0, int64_t t1) {
+    float sums[kTileRows * 2 * kBlockTokens];
+    float out_row[kTileRows];
+    for (int64_t pt0 = t0; pt0 < t1; pt0 += panel_tiles) {
+      const int64_t pt1 = std::min(t1, pt0 + panel_tiles);
+      for (int64_t c0 = 0; c0 < blocks; c0 += chunk_blocks) {
+        const int64_t c1 = std::min(blocks, c0 + chunk_blocks);
+        for (int64_t t = pt0; t < pt1; ++t) {
+          const int64_t n0 = t * kTileRows;
+          const int64_t rows = std::min(kTileRows, N - n0);
+          for (int64_t b = c0; b < c1; b += 2) {
+            const int64_t tokens = std::min((std::min<int64_t>(2, c1 - b)) * kBlockTokens, M - b * kBlockTokens);
+            bf16dot::dot_rows(wdata + n0 * ldw, ldw, rows, packed + b * bw, bw, static_cast<int>(tokens), K, sums,
+                              2 * kBlockTokens);
+            for (int64_t i = 0; i < tokens; ++i) {
+              const int64_t m = b * kBlockTokens + i;
+              for (int64_t r = 0; r < rows; ++r) {
+                const float add = bias.empty() ? 0.0f : bias[act.bias_stride == 0 ? 0 : static_cast<size_t>(n0 + r)];
+                out_row[r] = sums[r * 2 * kBlockTokens + i] + add;
+              }
+              from_f32(out_row, act.dtype, static_cast<char*>(act.y) + (m * N + n0) * act_isz, rows);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace kiln::cpu
