@@ -11,8 +11,9 @@
 //     spins until every piece of the phase is done, then goes on to the next. Long runs
 //     matter: a piece is a few rows of a weight matrix, and a thread streams its run
 //     with the next rows prefetched. Runs of grain(p) (64 KiB) handed out in turn made
-//     the two threads alternate rows, each prefetching rows the other then read, and
-//     cost the MoE block 1.1-1.4x at decode shapes (docs/bench.md, 2026-12-02);
+//     the two threads alternate rows, each prefetching rows the other then read: the
+//     MoE block ran 1.03-1.7x slower that way at decode shapes (docs/bench.md,
+//     2026-12-02);
 //   - before a phase, each thread may set itself up (`enter`): that work is redundant
 //     (every thread computes the same small thing, e.g. the normalised row or the
 //     routing) and deterministic, so no thread waits for one that computes it;
