@@ -39,8 +39,9 @@ class Tokenizer;
 
 // How weights are held in memory after loading.
 //   AsStored  zero-copy views of the mapped files (FP8 checkpoints stay FP8 with their
-//             block scales); only small tensors (norms, biases, conv kernels) become
-//             float32 copies.
+//             block scales), except MoE experts, copied into huge pages on the CPU when
+//             the memory allows (docs/llm.md, "Weights"); only small tensors (norms,
+//             biases, conv kernels) become float32 copies.
 //   Float32 / BFloat16  every weight cast (FP8 checkpoints dequantised).
 //   Fp8       every linear and expert weight, and lm_head, as float8_e4m3fn with one
 //             float32 scale per output row (quantised at load; weights already FP8

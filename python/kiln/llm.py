@@ -127,7 +127,8 @@ class Model:
 def load(path, dtype="as-stored", *, max_context=0, cache_dtype=None, device=None):
     """Loads a Hugging Face folder (config.json, *.safetensors, tokenizer.json).
 
-    dtype: "as-stored" (zero-copy), "bf16", "f32", or "fp8" (linear and expert weights
+    dtype: "as-stored" (zero-copy; MoE experts copied into huge pages when memory
+    allows), "bf16", "f32", or "fp8" (linear and expert weights
     quantised to float8_e4m3fn with per-row scales while loading). max_context: tokens
     the KV cache holds (0: the model's limit, at most 4096). cache_dtype: kiln.float32 or
     kiln.bfloat16 (default follows the weights). device: "cpu" (default) or "vulkan" (a

@@ -154,7 +154,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir));
   Checkpoint checkpoint = Checkpoint::open(dir);
 
-  WeightLoader loader(checkpoint, options.weights, options.progress);
+  // Experts packed into huge pages serve the CPU's decode; a model bound for another
+  // device uploads the mapped tensors as they are.
+  WeightLoader loader(checkpoint, options.weights, options.progress, /*pack_mapped_experts=*/options.device == kCPU);
   DecoderWeights weights;
   switch (config.arch) {
     case Arch::Qwen3Moe:

@@ -1,12 +1,14 @@
 #include "llm/weights.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kiln/error.h"
 #include "kiln/int_math.h"
 #include "kiln/ops/linear.h"
 #include "kiln/ops/shape.h"  // stack
+#include "kiln/runtime.h"    // cpu_info: available memory
 
 namespace kiln::llm {
 namespace {
@@ -15,7 +17,25 @@ constexpr const char* kOp = "load weights";
 
 bool is_plain_float(DType t) { return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float16; }
 
+// A view of the mapped checkpoint (Checkpoint::get marks those read-only), not a copy.
+bool is_mapped(const Tensor& t) { return !t.storage()->from_allocator && t.storage()->read_only; }
+
+std::atomic<bool> g_available_overridden{false};
+std::atomic<int64_t> g_available_override{0};
+
 }  // namespace
+
+bool may_pack_experts(int64_t bytes) {
+  const int64_t available = g_available_overridden.load(std::memory_order_acquire)
+                                ? g_available_override.load(std::memory_order_relaxed)
+                                : cpu_info().available_memory_bytes;
+  return bytes <= available - kPackingHeadroomBytes;
+}
+
+void override_available_memory_for_packing(std::optional<int64_t> bytes) {
+  g_available_override.store(bytes.value_or(0), std::memory_order_relaxed);
+  g_available_overridden.store(bytes.has_value(), std::memory_order_release);
+}
 
 LinearFormat LinearFormat::of(const Tensor& weight, const std::optional<Tensor>& scale) {
   if (!scale) return {weight.dtype(), Scales::None};
@@ -42,8 +62,11 @@ int64_t Linear::bytes() const {
 }
 
 WeightLoader::WeightLoader(const Checkpoint& checkpoint, WeightFormat format,
-                           std::function<void(std::string_view, int64_t, int64_t)> progress)
-    : checkpoint_(checkpoint), plan_(plan_for(format)), progress_(std::move(progress)) {
+                           std::function<void(std::string_view, int64_t, int64_t)> progress, bool pack_mapped_experts)
+    : checkpoint_(checkpoint),
+      plan_(plan_for(format)),
+      pack_mapped_experts_(pack_mapped_experts),
+      progress_(std::move(progress)) {
   total_tensors_ = static_cast<int64_t>(checkpoint_.names().size());
 }
 
@@ -197,8 +220,17 @@ Linear WeightLoader::tied_lm_head(const Tensor& embedding) {
 MoeExperts WeightLoader::experts(const ExpertNames& names, int64_t num_experts, int64_t width, int64_t hidden) {
   const std::string fused_gate_up = names.prefix + ".gate_up_proj";
   if (checkpoint_.has(fused_gate_up)) {
+    const std::string fused_down = names.prefix + ".down_proj";
     Linear gate_up = load_matrix(fused_gate_up, {num_experts, 2 * width, hidden}, LinearRole::Projection, width);
-    Linear down = load_matrix(names.prefix + ".down_proj", {num_experts, hidden, width}, LinearRole::Projection);
+    Linear down = load_matrix(fused_down, {num_experts, hidden, width}, LinearRole::Projection);
+    // Mapped [E, 2I, H] and [E, H, I] tensors: one copy each, in huge pages (see
+    // kPackingHeadroomBytes); the scales are small and stay as they are.
+    for (auto [linear, name] : {std::pair{&gate_up, &fused_gate_up}, std::pair{&down, &fused_down}}) {
+      if (pack_mapped_experts_ && is_mapped(linear->weight) && may_pack_experts(linear->bytes())) {
+        *linear = Linear{linear->weight.clone(), linear->scale};
+        checkpoint_.release(*name);
+      }
+    }
     note_linear(gate_up);
     note_linear(down);
     return MoeExperts::from_fused(gate_up.weight, down.weight, gate_up.scale, down.scale);
@@ -216,11 +248,16 @@ MoeExperts WeightLoader::experts(const ExpertNames& names, int64_t num_experts, 
       weights.push_back(l.weight);
       if (l.scale) scales.push_back(*l.scale);
     }
-    if (plan_.copies) {
-      // Converted matrices are separate allocations of a megabyte or two, each in 4 KiB
-      // pages; decode streams them, and on these (virtual) machines a TLB miss per page
-      // costs about half the bandwidth. One [E, rows, cols] tensor is one large
-      // allocation, which the allocator backs with huge pages.
+    // Converted matrices are separate allocations of a megabyte or two, each in 4 KiB
+    // pages, and mapped ones sit in the mapping's 4 KiB pages; decode streams them, and on
+    // these (virtual) machines a TLB miss per page costs about half the bandwidth. One
+    // [E, rows, cols] tensor is one large allocation, which the allocator backs with huge
+    // pages: always for copies, for mapped views when the memory allows.
+    int64_t projection_bytes = 0;
+    for (const Tensor& w : weights) projection_bytes += static_cast<int64_t>(w.nbytes());
+    for (const Tensor& s : scales) projection_bytes += static_cast<int64_t>(s.nbytes());
+    const bool mapped = !weights.empty() && is_mapped(weights.front());
+    if (plan_.copies || (mapped && pack_mapped_experts_ && may_pack_experts(projection_bytes))) {
       const Tensor packed = stack(weights);
       for (int64_t e = 0; e < num_experts; ++e) weights[e] = packed.select(0, e);
       if (!scales.empty()) {

@@ -77,10 +77,27 @@ struct ExpertNames {
   std::string gate, up, down;  // "gate_proj", "up_proj", "down_proj" (Qwen); "w1", "w3", "w2" (LFM2)
 };
 
+// Experts held as views of the mapped checkpoint (as stored, or already in the requested
+// dtype) sit in the file mapping's 4 KiB pages, and decode streams a few MB of them per
+// token and layer through a TLB miss per page (under nested paging, a walk of both page
+// tables). The loader copies such a layer's experts into one allocation per projection,
+// which the allocator backs with huge pages, and drops the mapped pages, when the
+// machine has the memory: the copy's bytes must fit in the system's available memory
+// (MemAvailable, which counts the page cache the copies come from as reclaimable) less
+// kPackingHeadroomBytes. Otherwise, and for a model bound for another device, the
+// experts stay mapped.
+inline constexpr int64_t kPackingHeadroomBytes = int64_t{1} << 30;
+// Whether `bytes` of mapped expert weights are copied into packed memory now.
+bool may_pack_experts(int64_t bytes);
+// Tests: the available memory may_pack_experts judges by, instead of the system's (nullopt
+// restores the system's).
+void override_available_memory_for_packing(std::optional<int64_t> bytes);
+
 class WeightLoader {
  public:
+  // pack_mapped_experts: copy mapped experts into packed memory when it fits (above).
   WeightLoader(const Checkpoint& checkpoint, WeightFormat format,
-               std::function<void(std::string_view, int64_t, int64_t)> progress);
+               std::function<void(std::string_view, int64_t, int64_t)> progress, bool pack_mapped_experts = true);
 
   // `name` is the full tensor name ("....q_proj.weight"), the shape [N, K].
   Linear linear(const std::string& name, int64_t out_features, int64_t in_features, LinearRole role);
@@ -126,6 +143,7 @@ class WeightLoader {
 
   const Checkpoint& checkpoint_;
   Plan plan_;
+  bool pack_mapped_experts_ = true;
   std::function<void(std::string_view, int64_t, int64_t)> progress_;
   int64_t total_tensors_ = 0;
   int64_t done_tensors_ = 0;

@@ -5,9 +5,15 @@
 // router's logits before top-k, every gate/up row before the down projection). Run as
 // separate parallel_for calls, each step pays a region's start and end; here the pool is
 // entered once and the phases are separated by completion counters instead:
-//   - phase p has pieces(p) pieces; a thread claims them in runs of grain(p) from a
-//     shared counter and counts the ones it finished; a thread with nothing left to
-//     claim spins until every piece of the phase is done, then goes on to the next;
+//   - phase p has pieces(p) pieces; a thread claims contiguous runs of them from a
+//     shared counter (guided: half a 1/threads share of what is left, at least
+//     grain(p)) and counts the ones it finished; a thread with nothing left to claim
+//     spins until every piece of the phase is done, then goes on to the next. Long runs
+//     matter: a piece is a few rows of a weight matrix, and a thread streams its run
+//     with the next rows prefetched. Runs of grain(p) (64 KiB) handed out in turn made
+//     the two threads alternate rows, each prefetching rows the other then read: the
+//     MoE block ran 1.03-1.7x slower that way at decode shapes (docs/bench.md,
+//     2026-12-02);
 //   - before a phase, each thread may set itself up (`enter`): that work is redundant
 //     (every thread computes the same small thing, e.g. the normalised row or the
 //     routing) and deterministic, so no thread waits for one that computes it;
@@ -42,9 +48,21 @@ inline void phase_spin_pause() {
 // cycles, so this is some tens of microseconds).
 inline constexpr int kSpinsBeforeYield = 1024;
 
+// Pieces a thread claims when `remaining` are left: half its 1/threads share of them
+// (guided self-scheduling), at least `grain`, at most all. Half, not the whole share: a
+// thread descheduled in the middle of its run (a loaded machine) holds the others up
+// for at most that run, and runs of an eighth of a phase and less are still long
+// stretches of rows (hundreds of KiB at decode sizes).
+inline int64_t guided_run(int64_t remaining, int64_t grain, int64_t threads) {
+  const int64_t share = threads > 1 ? remaining / (2 * threads) : remaining;
+  const int64_t least = grain > 1 ? grain : 1;
+  const int64_t run = share > least ? share : least;
+  return run < remaining ? run : remaining;
+}
+
 // Work provides, for phases 0 .. kPhases-1:
 //   int64_t pieces(int phase, Local& local)  the phase's piece count (may set local up)
-//   int64_t grain(int phase)                 pieces claimed at once
+//   int64_t grain(int phase)                 the fewest pieces a thread claims at once
 //   void enter(int phase, Local& local)      per-thread set-up before claiming pieces
 //   void run(int phase, int64_t piece, Local& local)
 // and a default-constructible Local (per-thread state, fresh for every participant).
@@ -56,6 +74,7 @@ void run_phases(ThreadPool& pool, Work& work) {
     std::atomic<int64_t> total{-1};  // the piece count, once a thread has computed it
   };
   Counter counters[kPhases];
+  const int64_t threads = pool.num_threads();
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::mutex error_mutex;
@@ -81,9 +100,13 @@ void run_phases(ThreadPool& pool, Work& work) {
       c.total.store(n, std::memory_order_release);
       const int64_t grain = work.grain(p) > 0 ? work.grain(p) : 1;
       while (true) {
-        const int64_t begin = c.next.fetch_add(grain, std::memory_order_relaxed);
+        int64_t begin = c.next.load(std::memory_order_relaxed);
+        int64_t end = begin;
+        do {
+          if (begin >= n) break;
+          end = begin + guided_run(n - begin, grain, threads);
+        } while (!c.next.compare_exchange_weak(begin, end, std::memory_order_relaxed));
         if (begin >= n) break;
-        const int64_t end = begin + grain < n ? begin + grain : n;
         if (!failed.load(std::memory_order_relaxed)) {
           try {
             for (int64_t i = begin; i < end; ++i) work.run(p, i, local);
