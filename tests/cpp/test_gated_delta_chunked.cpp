@@ -81,6 +81,36 @@ TEST(GatedDeltaRuleChunked, MatchesRecurrentAndReference) {
   }
 }
 
+// The head dims the models run (64 and 128, mixed, and 96 x 80: rows whose padded
+// workspace strides are not the model ones) at prompt lengths around the chunk, with a
+// strided q (every other row of a longer tensor) and a carried state: the shapes whose
+// products take the full register tiles, and whose state and right-hand-side rows the
+// kernel keeps at padded strides in its workspace.
+TEST(GatedDeltaRuleChunked, ModelHeadDimsMatchReference) {
+  std::mt19937 rng(18);
+  for (const Geometry& s : {Geometry{1, 2, 128, 128}, Geometry{2, 2, 64, 64}, Geometry{1, 1, 64, 128},
+                            Geometry{1, 2, 128, 64}, Geometry{1, 1, 96, 80}}) {
+    for (int64_t T : {1, 63, 65, 130}) {
+      SCOPED_TRACE(::testing::Message() << "Hk " << s.Hk << " Hv " << s.Hv << " dk " << s.dk << " dv " << s.dv
+                                        << " T " << T);
+      const RuleInputs in = rule_inputs(T, s.Hk, s.Hv, s.dk, s.dv, rng);
+      const Tensor q2 = zeros({2 * T, s.Hk, s.dk});
+      q2.slice(0, 0, std::nullopt, 2).copy_(in.q);
+      const Tensor qs = q2.slice(0, 0, std::nullopt, 2);
+      ASSERT_TRUE(T == 1 || !qs.is_contiguous());  // one row is contiguous at any stride
+      const double scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
+      const RuleReference ref = rule_reference(values(in.q), values(in.k), values(in.v), values(in.g),
+                                               values(in.beta), values(in.state), T, s.Hk, s.Hv, s.dk, s.dv, true,
+                                               scale);
+      Tensor state = in.state.clone();
+      const Tensor out = gated_delta_rule_chunked(qs, in.k, in.v, in.g, in.beta, state);
+      const double bound = chunked_bound(ref, T, s.dk, s.dv, 64);
+      expect_near_all(values(out), ref.out, bound, "out vs reference");
+      expect_near_all(values(state), ref.state, 4 * bound, "state vs reference");
+    }
+  }
+}
+
 // Every chunk size gives the same rule, over many chunks carried in order.
 TEST(GatedDeltaRuleChunked, ChunkSizesAndManyChunks) {
   std::mt19937 rng(12);

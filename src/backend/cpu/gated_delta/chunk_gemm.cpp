@@ -12,6 +12,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/gated_delta/chunk_gemm.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -26,10 +27,15 @@ namespace hn = hwy::HWY_NAMESPACE;
 // broadcast: 24 + 4 + 1 of AVX-512's 32 registers, 12 + 2 + 1 of AVX2's 16. Six rows
 // rather than four: on AVX-512 the 64 x 128 x 128 products ran ~20% faster (fewer B
 // loads per FMA), measured against 4 x 4, 8 x 2, 8 x 3, 7 x 3 and 5 x 4 tiles.
+// The products that want only the lower part of C (K K^T and Q K^T, 64 x 64 x dk) take
+// 8 x 3 tiles instead: there the 6 x 4 tiles ran at a third of the FMA peak (mostly
+// narrow, masked tiles near the diagonal) and 8 x 3 at a half (micro-benchmark, Zen 4).
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr int64_t kRows = 6, kVecs = 4;
+constexpr int64_t kLowerRows = 8, kLowerVecs = 3;
 #else
 constexpr int64_t kRows = 6, kVecs = 2;
+constexpr int64_t kLowerRows = kRows, kLowerVecs = kVecs;
 #endif
 
 template <int64_t V, bool kMaskLast, class D>
@@ -122,42 +128,67 @@ HWY_NOINLINE void Tile(D d, const ChunkGemmProblem& p, int64_t i0, int64_t j0, s
   }
 }
 
-// A tile of `vecs` (1..kVecs) vectors, the last one holding last_lanes columns.
-template <int64_t R, class D, int64_t V = kVecs>
+// A tile of `vecs` (1..V) vectors, the last one holding last_lanes columns.
+template <int64_t R, int64_t V, class D>
 HWY_INLINE void TileOfWidth(D d, const ChunkGemmProblem& p, int64_t i0, int64_t j0, int64_t vecs, size_t last_lanes) {
   if constexpr (V >= 1) {
     if (vecs == V) {
       if (last_lanes == hn::Lanes(d)) return Tile<R, V, false>(d, p, i0, j0, last_lanes);
       return Tile<R, V, true>(d, p, i0, j0, last_lanes);
     }
-    TileOfWidth<R, D, V - 1>(d, p, i0, j0, vecs, last_lanes);
+    TileOfWidth<R, V - 1>(d, p, i0, j0, vecs, last_lanes);
   }
 }
 
-template <class D, int64_t R = kRows>
+// A tile of `rows` (1..R) rows and up to VMax vectors.
+template <int64_t R, int64_t VMax, class D>
 HWY_INLINE void TileOfSize(D d, const ChunkGemmProblem& p, int64_t i0, int64_t rows, int64_t j0, int64_t vecs,
                            size_t last_lanes) {
   if constexpr (R >= 1) {
-    if (rows == R) return TileOfWidth<R>(d, p, i0, j0, vecs, last_lanes);
-    TileOfSize<D, R - 1>(d, p, i0, rows, j0, vecs, last_lanes);
+    if (rows == R) return TileOfWidth<R, VMax>(d, p, i0, j0, vecs, last_lanes);
+    TileOfSize<R - 1, VMax>(d, p, i0, rows, j0, vecs, last_lanes);
   }
 }
 
-void ChunkGemm(const ChunkGemmProblem& p) {
+// Prefetches rows [begin, end) of the caller's next inputs, every 64-byte line of each.
+HWY_INLINE void PrefetchRows(const ChunkGemmPrefetch& f, int64_t begin, int64_t end) {
+  constexpr int64_t kLineFloats = 16;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* row = f.base + r * f.stride;
+    for (int64_t j = 0; j < f.row_floats; j += kLineFloats) hwy::Prefetch(row + j);
+    hwy::Prefetch(row + f.row_floats - 1);  // the last line when the row starts mid-line
+  }
+}
+
+// The product in tiles of up to kR rows by kV vectors.
+template <int64_t kR, int64_t kV>
+void Products(const ChunkGemmProblem& p) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t tile_cols = kVecs * N;
+  const int64_t tile_cols = kV * N;
+  const int64_t row_blocks = (p.rows + kR - 1) / kR;
+  const int64_t tiles = (p.cols + tile_cols - 1) / tile_cols * row_blocks;
+  const ChunkGemmPrefetch& f = p.prefetch;
+  const bool prefetch = f.base != nullptr && f.rows > 0 && f.row_floats > 0 && tiles > 0;
+  int64_t tile = 0;
   for (int64_t j0 = 0; j0 < p.cols; j0 += tile_cols) {
     const int64_t width = std::min(tile_cols, p.cols - j0);
-    for (int64_t i0 = 0; i0 < p.rows; i0 += kRows) {
-      const int64_t rows = std::min(kRows, p.rows - i0);
+    for (int64_t i0 = 0; i0 < p.rows; i0 += kR, ++tile) {
+      // The prefetch rows spread evenly over the tiles (tiles skipped below included).
+      if (prefetch) PrefetchRows(f, f.rows * tile / tiles, f.rows * (tile + 1) / tiles);
+      const int64_t rows = std::min(kR, p.rows - i0);
       // With lower_cols the block needs columns up to its last row's diagonal.
       const int64_t cols = p.lower_cols ? std::min(width, i0 + rows - j0) : width;
       if (cols <= 0) continue;
       const int64_t vecs = (cols + N - 1) / N;
-      TileOfSize(d, p, i0, rows, j0, vecs, static_cast<size_t>(cols - (vecs - 1) * N));
+      TileOfSize<kR, kV>(d, p, i0, rows, j0, vecs, static_cast<size_t>(cols - (vecs - 1) * N));
     }
   }
+}
+
+void ChunkGemm(const ChunkGemmProblem& p) {
+  if (p.lower_cols) return Products<kLowerRows, kLowerVecs>(p);
+  Products<kRows, kVecs>(p);
 }
 
 }  // namespace kiln::cpu::HWY_NAMESPACE

@@ -23,6 +23,18 @@ struct ChunkGemmTerm {
   bool lower = false;
 };
 
+// Rows of memory the caller reads next (the next chunk's inputs), prefetched a few at a
+// time between the product's tiles: rows rows of row_floats floats, stride floats apart.
+// Their first read otherwise waits on DRAM (token rows lie a page or more apart, where
+// the hardware prefetchers do not follow); spread over a product, the misses overlap its
+// arithmetic. Never read by the product itself.
+struct ChunkGemmPrefetch {
+  const float* base = nullptr;
+  int64_t stride = 0;
+  int64_t rows = 0;
+  int64_t row_floats = 0;
+};
+
 // C = init + row_scale ⊙ (first) + second, with
 //   init = accumulate ? c_scale * C : 0,
 //   row_scale: first_row_scale[i] scales row i of the first term (nullptr: 1),
@@ -41,6 +53,7 @@ struct ChunkGemmProblem {
   bool accumulate = false;
   float c_scale = 1.0f;
   bool lower_cols = false;
+  ChunkGemmPrefetch prefetch;
 };
 
 void chunk_gemm(const ChunkGemmProblem& p);

@@ -13,7 +13,7 @@
 // where they lie (OpenBLAS packed both operands of these 64- to 128-sized products on
 // every call, a quarter of its time).
 //
-// The pool splits the key heads; a worker takes one key head's chunks in order and, per
+// Workers claim key heads one at a time; a worker takes one key head's chunks in order and, per
 // chunk, does everything for the group of value heads that share it (or a part of the
 // group, when there are fewer key heads than threads): K K^T and Q K^T
 // once (the system and the scores, lower parts only), then per value head the decay
@@ -24,8 +24,13 @@
 // The worker's workspace (about 230 KiB at dk = dv = 128) stays in L2 from build to walk;
 // building every chunk of a block first and walking afterwards sent an 18 MiB workspace
 // through L3 three times. It is the worker's scratch, kept across calls (a fresh
-// allocation per call cost a third of the time in page faults).
+// allocation per call cost a third of the time in page faults). The next chunk's q, k,
+// v, g and beta rows are prefetched a few at a time between the tiles of this chunk's
+// products: token rows lie 8-16 KiB apart, where no hardware prefetcher follows, and
+// their first reads (the q/k norms and the right-hand sides) stalled on DRAM for a sixth
+// of the kernel's time.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "backend/cpu/gated_delta/chunk_decay.h"
@@ -103,7 +108,13 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
   // key heads than threads (each part then computes the shared products itself; they
   // are the same numbers whoever computes them, so the result does not depend on it).
   const int64_t parts = std::min(group, ceil_div(int64_t{ctx.pool().num_threads()}, Hk));
-  ctx.pool().parallel_for(checked_mul(Hk, parts, op), 1, [&](int64_t begin, int64_t end) {
+  const int64_t units = checked_mul(Hk, parts, op);
+  // Each thread claims units one at a time from a shared counter rather than taking a
+  // fixed half: a thread that loses its CPU for a while (a busy machine) no longer leaves
+  // the other waiting at the end with its share done. Which thread computes a unit does
+  // not change its numbers.
+  std::atomic<int64_t> next_unit{0};
+  ctx.pool().parallel_for(std::min<int64_t>(units, ctx.pool().num_threads()), 1, [&](int64_t, int64_t) {
     float* K = ctx.scratch_of<float>(kWorkspaceSlot, workspace);
     float* Q = K + C * dk;
     float* Kt = Q + C * dk;
@@ -112,12 +123,17 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
     float* P = A + L * L;
     float* X = P + L * L;  // [V_beta | -K_beta e^G | pad], solved into [U | -W], then Delta
     float G[kMaxDeltaChunk], betas[kMaxDeltaChunk], decays[kMaxDeltaChunk];
-    for (int64_t unit = begin; unit < end; ++unit) {
+    for (int64_t unit; (unit = next_unit.fetch_add(1, std::memory_order_relaxed)) < units;) {
       const int64_t kh = unit / parts, part = unit % parts;
       const int64_t first_head = kh * group + part * group / parts, end_head = kh * group + (part + 1) * group / parts;
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t t0 = c * C, n = std::min(C, T - t0);
         normalise_qk(p, kh, t0, n, C, K, Q, Kt);
+        // The next chunk's rows, prefetched during this chunk's products (below).
+        const int64_t t1 = t0 + n, n1 = std::min(C, T - t1);
+        const auto next_rows = [&](const float* base, int64_t stride, int64_t row_floats) {
+          return n1 > 0 ? ChunkGemmPrefetch{base + t1 * stride, stride, n1, row_floats} : ChunkGemmPrefetch{};
+        };
         ChunkGemmProblem product;
         product.rows = n;
         product.cols = n;
@@ -125,9 +141,11 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
         product.c = shared;
         product.ldc = L;
         product.lower_cols = true;
+        product.prefetch = next_rows(p.g + first_head, Hv, end_head - first_head);
         chunk_gemm(product);
         product.first.a = Q;
         product.c = shared + L * L;
+        product.prefetch = next_rows(p.beta + first_head, Hv, end_head - first_head);
         chunk_gemm(product);
         for (int64_t h = first_head; h < end_head; ++h) {
           float acc = 0.0f;
@@ -156,6 +174,7 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
           delta.c = X;
           delta.ldc = ldx;
           delta.accumulate = true;
+          delta.prefetch = next_rows(p.v + h * dv, Hv * dv, dv);
           chunk_gemm(delta);
           // O = diag(e^G) Q S0 + P Delta, straight into the output rows.
           for (int64_t i = 0; i < n; ++i) decays[i] = std::exp(G[i]);
@@ -167,6 +186,7 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
           output.second = {P, L, 1, X, ldx, n, true};
           output.c = p.out + (t0 * Hv + h) * dv;
           output.ldc = ld_out;
+          if (h == first_head) output.prefetch = next_rows(p.q + kh * dk, Hk * dk, dk);
           chunk_gemm(output);
           // S_n = e^{G_n} S0 + K^T diag(e^{G_n - G_j}) Delta (Delta's rows scaled in place,
           // no longer needed as they were).
@@ -180,6 +200,7 @@ void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaR
           update.ldc = dv;
           update.accumulate = true;
           update.c_scale = std::exp(last);
+          if (h == first_head) update.prefetch = next_rows(p.k + kh * dk, Hk * dk, dk);
           chunk_gemm(update);
         }
       }
