@@ -8,10 +8,17 @@
 //   moe_prefill: Qwen3-30B-A3B experts (H 2048, I 768) cut to 32 experts, top 2, so 64,
 //     128 and 512 tokens put 4, 8 and 32 tokens on each expert, as top 8 of 128 does.
 // Weight values are cheap pseudo-random codes (timing does not depend on them); FLOPs
-// are 2 per multiply-add of the matrix products.
+// are 2 per multiply-add of the matrix products. Each row is also printed with the
+// process's CPU time per call (warm-up calls included): on a machine shared with other
+// work, run with KILN_NUM_THREADS=1 and compare those figures, which count only the
+// cycles this process got (with more threads they include the pool's spinning).
 #include <fmt/core.h>
 
+#include <time.h>
+
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "cli/bench/harness.h"
@@ -85,6 +92,23 @@ Tensor fp8_scales(Shape lead, int64_t rows, int64_t cols, bool blocked) {
 int runs(bool quick) { return quick ? 3 : 10; }
 double seconds(bool quick) { return quick ? 0.3 : 2.0; }
 
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// measure() plus the mean CPU time per call, printed at once with the row's FLOP rate.
+Timing measure_and_print_cpu(const std::string& label, double flops, const std::function<void(int)>& fn,
+                             bool quick) {
+  constexpr int kWarmups = 3;  // measure()'s
+  const double cpu0 = process_cpu_seconds();
+  const Timing t = measure(fn, runs(quick), seconds(quick));
+  const double cpu = (process_cpu_seconds() - cpu0) / (t.runs + kWarmups);
+  fmt::print("cpu time: {:<70} {:8.2f} ms/call {:7.1f} GFLOP/s\n", label, cpu * 1e3, flops / cpu / 1e9);
+  return t;
+}
+
 void linear_rows(Table& table, bool quick) {
   struct LinearShape {
     const char* name;
@@ -100,7 +124,9 @@ void linear_rows(Table& table, bool quick) {
         Row row;
         row.group = fmt::format("linear prefill {}", weights_name(kind));
         row.shape = fmt::format("{} x [{}x{}] {}", M, s.N, s.K, s.name);
-        row.timing = measure(
+        row.flops = 2.0 * static_cast<double>(M) * static_cast<double>(s.N) * static_cast<double>(s.K);
+        row.timing = measure_and_print_cpu(
+            row.group + " " + row.shape, row.flops,
             [&](int) {
               if (kind == Weights::Bf16) {
                 linear(x, w_bf16);
@@ -108,8 +134,7 @@ void linear_rows(Table& table, bool quick) {
                 linear_fp8(x, w_fp8, scale);
               }
             },
-            runs(quick), seconds(quick));
-        row.flops = 2.0 * static_cast<double>(M) * static_cast<double>(s.N) * static_cast<double>(s.K);
+            quick);
         table.add(row);
       }
     }
@@ -149,8 +174,9 @@ void moe_rows(Table& table, bool quick) {
       row.group = fmt::format("moe_experts prefill {}", weights_name(kind));
       row.shape = fmt::format("{} tok, {} per expert: {} experts top {}, H {} I {}", T, T * kTopK / kExperts, kExperts,
                               kTopK, kHidden, kInter);
-      row.timing = measure([&](int) { moe_experts(x, weights, ids, experts); }, runs(quick), seconds(quick));
       row.flops = 2.0 * static_cast<double>(T * kTopK) * 3.0 * static_cast<double>(kHidden * kInter);
+      row.timing = measure_and_print_cpu(row.group + " " + row.shape, row.flops,
+                                         [&](int) { moe_experts(x, weights, ids, experts); }, quick);
       table.add(row);
     }
   }
