@@ -109,16 +109,6 @@ HWY_INLINE void DotRowsTokens(const typename Dec::T* HWY_RESTRICT w, int64_t ldw
   }
 }
 
-// FP8 rows re-stored once as bf16 patterns, for tiles that read them again and again.
-// Every FP8 decoder yields floats that are bf16 values (e4m3 times 2^-8 has at most 4
-// significant bits and a bf16 exponent), so a decoded vector pair (w0, w1) packs exactly
-// into one vector of 32-bit lanes (w1's high half, w0's high half) and unpacks with a
-// shift and a mask: 3 instructions per 2 vectors against ~8 for the AVX-512 FP8 decode
-// and 14 per 4 for the VBMI table decode, whose register cost also holds its tiles to 2
-// rows (each x vector loaded for 2 FMAs; packed tiles take 4 rows). The packed rows are read 2 vectors a step
-// whatever Dec's step: vectors 2i and 2i+1 of a Dec step are its slots [2iL, 2iL + 2L),
-// so they meet the same x (prepared in Dec's order) and feed each accumulator in the
-// same sequence. Sums are therefore bit-identical to decoding every tile.
 // Whether Dec's Load is LoadBf16Words followed by a bf16 split of each word vector.
 template <class Dec>
 constexpr bool PacksBf16Words() {
@@ -129,6 +119,16 @@ constexpr bool PacksBf16Words() {
   }
 }
 
+// FP8 rows re-stored once as bf16 patterns, for tiles that read them again and again.
+// Every FP8 decoder yields floats that are bf16 values (e4m3 times 2^-8 has at most 4
+// significant bits and a bf16 exponent), so a decoded vector pair (w0, w1) packs exactly
+// into one vector of 32-bit lanes (w1's high half, w0's high half) and unpacks with a
+// shift and a mask: 3 instructions per 2 vectors against ~8 for the AVX-512 FP8 decode
+// and 14 per 4 for the VBMI table decode, whose register cost also holds its tiles to 2
+// rows (each x vector loaded for 2 FMAs; packed tiles take 4 rows). The packed rows are read 2 vectors a step
+// whatever Dec's step: vectors 2i and 2i+1 of a Dec step are its slots [2iL, 2iL + 2L),
+// so they meet the same x (prepared in Dec's order) and feed each accumulator in the
+// same sequence. Sums are therefore bit-identical to decoding every tile.
 template <class Dec>
 struct PackedBf16Of {
   static_assert(Dec::kVecs % 2 == 0, "vectors pack in pairs");
