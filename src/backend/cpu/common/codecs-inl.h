@@ -1,8 +1,7 @@
 // Narrow-float decoding shared by every SIMD kernel (internal; included once per Highway
 // target). bf16, f16 and FP8 are storage formats: kernels widen them to float32 right
 // after loading ("compute wide, store narrow"), and they all widen the same way here.
-// The bit tricks for FP8 live next to their only user, the one-row linear
-// (linear/gemv-inl.h), which decodes e4m3 with table lookups or shifts per target.
+// FP8 (e4m3fn) has its own decoder, fp8_decode-inl.h, shared by every FP8 kernel.
 
 #if defined(KILN_BACKEND_CPU_COMMON_CODECS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef KILN_BACKEND_CPU_COMMON_CODECS_INL_H_

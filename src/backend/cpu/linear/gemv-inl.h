@@ -13,7 +13,8 @@
 //     2L weights (~60 G weights/s per core in L2).
 //   - f16: F16C's vcvtph2ps, one per L weights, exact for every code.
 //   - float8_e4m3fn, every path exact for every code (normal, subnormal, zero), the
-//     decoded value being 2^-8 times the real one (the 2^8 is folded into the scale):
+//     decoded value being 2^-8 times the real one (the 2^8 is folded into the scale); the
+//     decodes live in common/fp8_decode-inl.h, shared with the prefill kernels:
 //     . AVX3_DL (AVX-512 VBMI): two 128-entry byte-table lookups (vpermi2b) give the high
 //       and low byte of each weight's bf16 pattern, the sign is OR-ed into the high byte,
 //       two byte unpacks make bf16 words, then the bf16 split above: 14 instructions per
@@ -66,6 +67,7 @@
 
 #include "backend/cpu/cast/cast.h"
 #include "backend/cpu/common/codecs-inl.h"
+#include "backend/cpu/common/fp8_decode-inl.h"
 #include "backend/cpu/linear/linear_kernels.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
@@ -142,11 +144,8 @@ struct ScalarDecodedWeights {
 
 [[maybe_unused]] float Bf16ToFloat(uint16_t bits) { return bf16_bits_to_float(bits); }
 [[maybe_unused]] float F16ToFloat(uint16_t bits) { return half_bits_to_float(bits); }
-// The AVX2 trick in scalar form: e4m3 bits -> f16 bits whose value is real * 2^-8.
-constexpr uint16_t Fp8ToScaledHalfBits(uint8_t b) {
-  return static_cast<uint16_t>(((b & 0x80u) << 8) | ((b & 0x7Fu) << 7));
-}
-[[maybe_unused]] float Fp8ToScaledFloat(uint8_t b) { return half_bits_to_float(Fp8ToScaledHalfBits(b)); }
+// The scalar form of the FP8 decode (kernel policy, fp8_decode-inl.h).
+[[maybe_unused]] float Fp8ToScaledFloat(uint8_t b) { return bf16_bits_to_float(fp8_decode::kPatternTable<fp8::Kernel>.x[b]); }
 
 // Slot order of decoders that split 32-bit lanes into their even and odd 16-bit halves:
 // vector 0 holds the even offsets, vector 1 the odd ones.
@@ -195,26 +194,16 @@ struct SimdF16Weights {
   }
 };
 
+// The FP8 decoders below are fp8_decode-inl.h's (the kernel policy: values 2^-8 times the
+// real ones, NaN codes as ±480), arranged into the f32 vectors the kernels multiply.
+// kPacksBf16: Load is LoadBf16Words followed by SplitBf16Pairs on each word vector, so
+// the words themselves are the packed form of a step (moe_experts_tiled-inl.h).
 #if HWY_TARGET == HWY_AVX3_DL
-// The bf16 pattern of (e4m3 magnitude code m) * 2^-8, split into bytes; code 0x7F reads
-// as 480 like on the other paths.
-constexpr uint16_t ScaledBf16OfMagnitude(int m) {
-  return float_to_bf16_bits(half_bits_to_float(Fp8ToScaledHalfBits(static_cast<uint8_t>(m))));
-}
-template <int kByte>
-struct MagnitudeByteTable {
-  alignas(64) uint8_t bytes[128] = {};
-  constexpr MagnitudeByteTable() {
-    for (int m = 0; m < 128; ++m) bytes[m] = static_cast<uint8_t>(ScaledBf16OfMagnitude(m) >> (8 * kByte));
-  }
-};
-constexpr MagnitudeByteTable<1> kHighBytes;
-constexpr MagnitudeByteTable<0> kLowBytes;
-
 struct VbmiFp8Weights {
   using T = uint8_t;
   static constexpr int kVecs = 4;
   static constexpr bool kPermutesX = true;
+  static constexpr bool kPacksBf16 = true;
   static constexpr float kDecodedPerReal = detail::exp2_float(-8);
   // The byte unpacks work per 128-bit block b: words from bytes 16b..16b+7 go to the
   // first vector pair, 16b+8..16b+15 to the second; each pair then splits even/odd.
@@ -234,72 +223,47 @@ struct VbmiFp8Weights {
     SeparateEvenOdd(step);
     SeparateEvenOdd(step + 32);
   }
+  // The decoder's native word order (its 5-instruction form, no code permutation).
+  HWY_INLINE void LoadBf16Words(const T* HWY_RESTRICT p, fp8::VU16* words) const {
+    fp8::Bf16Native<fp8::Kernel>(p, words);
+  }
   HWY_INLINE void Load(const T* HWY_RESTRICT p, VF* w) const {
-    const __m512i codes = _mm512_loadu_si512(p);
-    const __m512i high_table0 = _mm512_load_si512(kHighBytes.bytes);
-    const __m512i high_table1 = _mm512_load_si512(kHighBytes.bytes + 64);
-    const __m512i low_table0 = _mm512_load_si512(kLowBytes.bytes);
-    const __m512i low_table1 = _mm512_load_si512(kLowBytes.bytes + 64);
-    // vpermi2b ignores bit 7 of each index; A | (B & C) is ternary-logic table 0xF8.
-    const __m512i high = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(high_table0, codes, high_table1), codes,
-                                                   _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
-    const __m512i low = _mm512_permutex2var_epi8(low_table0, codes, low_table1);
+    fp8::VU16 words[2];
+    LoadBf16Words(p, words);
     const hn::RebindToUnsigned<DF> du32;
-    SplitBf16Pairs(hn::Vec<decltype(du32)>{_mm512_unpacklo_epi8(low, high)}, w);
-    SplitBf16Pairs(hn::Vec<decltype(du32)>{_mm512_unpackhi_epi8(low, high)}, w + 2);
+    SplitBf16Pairs(hn::BitCast(du32, words[0]), w);
+    SplitBf16Pairs(hn::BitCast(du32, words[1]), w + 2);
   }
 };
 using Fp8Weights = VbmiFp8Weights;
 
 #elif HWY_TARGET == HWY_AVX3
-constexpr uint16_t SubnormalXor(int m) {
-  return static_cast<uint16_t>((0x3800 | (m << 4)) ^
-                               float_to_bf16_bits(static_cast<float>(m) * detail::exp2_float(-17)));
-}
-
 struct Avx3Fp8Weights {
   using T = uint8_t;
   static constexpr int kVecs = 2;
   static constexpr bool kPermutesX = true;
+  static constexpr bool kPacksBf16 = true;
   static constexpr float kDecodedPerReal = detail::exp2_float(-8);
-  // For e == 0 the shifted pattern reads 2^-15 (1 + m/8); XOR-ing this (indexed by the
-  // low five bits, 00mmm there) makes it bf16(m * 2^-17) and keeps the sign.
-  alignas(64) static constexpr uint16_t kSubnormalXor[32] = {SubnormalXor(0), SubnormalXor(1), SubnormalXor(2),
-                                                             SubnormalXor(3), SubnormalXor(4), SubnormalXor(5),
-                                                             SubnormalXor(6), SubnormalXor(7)};
   static int XSource(int slot, int lanes) { return EvenOddSource(slot, lanes); }
   static void ArrangeX(float* HWY_RESTRICT step) { SeparateEvenOdd(step); }
+  HWY_INLINE void LoadBf16Words(const T* HWY_RESTRICT p, fp8::VU16* words) const { fp8::Bf16<fp8::Kernel>(p, words); }
   HWY_INLINE void Load(const T* HWY_RESTRICT p, VF* w) const {
-    const __m512i s = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    // (A & B) | C is ternary-logic table 0xEA.
-    const __m512i normal = _mm512_ternarylogic_epi32(_mm512_slli_epi16(s, 4), _mm512_set1_epi16(0x87FF),
-                                                     _mm512_set1_epi16(0x3800), 0xEA);
-    const __mmask32 exponent_zero = _mm512_testn_epi16_mask(s, _mm512_set1_epi16(0x78));
-    const __m512i fix = _mm512_maskz_permutexvar_epi16(exponent_zero, s, _mm512_load_si512(kSubnormalXor));
-    SplitBf16Pairs(hn::Vec<hn::RebindToUnsigned<DF>>{_mm512_xor_si512(normal, fix)}, w);
+    fp8::VU16 words[1];
+    LoadBf16Words(p, words);
+    SplitBf16Pairs(hn::BitCast(hn::RebindToUnsigned<DF>(), words[0]), w);
   }
 };
 using Fp8Weights = Avx3Fp8Weights;
 
 #else  // AVX2
+// F16C: the f16 code of value * 2^-8 widened (fp8_decode-inl.h), in natural order.
 struct F16cFp8Weights {
   using T = uint8_t;
   static constexpr int kVecs = 2;
   static constexpr bool kPermutesX = false;
+  static constexpr bool kPacksBf16 = false;
   static constexpr float kDecodedPerReal = detail::exp2_float(-8);
-  HWY_INLINE void Load(const T* HWY_RESTRICT p, VF* w) const {
-    const DF df;
-    const hn::Repartition<int16_t, DF> di16;  // 2L lanes
-    const hn::Rebind<int8_t, decltype(di16)> di8;
-    const hn::Half<decltype(di16)> dh16;
-    const hn::Rebind<hwy::float16_t, decltype(dh16)> df16;
-    const auto wide = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p)));
-    // Sign-extended s sss...s eeee mmm << 7 puts the sign in bit 15, eeee mmm in bits
-    // 13..7 and a copy of the sign in bit 14, which the mask clears.
-    const auto f16_bits = hn::And(hn::ShiftLeft<7>(wide), hn::Set(di16, static_cast<int16_t>(0xBF80)));
-    w[0] = hn::PromoteTo(df, hn::BitCast(df16, hn::LowerHalf(dh16, f16_bits)));
-    w[1] = hn::PromoteTo(df, hn::BitCast(df16, hn::UpperHalf(dh16, f16_bits)));
-  }
+  HWY_INLINE void Load(const T* HWY_RESTRICT p, VF* w) const { fp8::F32<fp8::Kernel>(p, w); }
 };
 using Fp8Weights = F16cFp8Weights;
 #endif

@@ -1,6 +1,6 @@
 // One-row linear for float8_e4m3fn weights with per-row or 128x128 block scales (kernel
-// and the exact e4m3 decodes in gemv-inl.h), and the same decode into f32 panels for
-// the many-row path.
+// in gemv-inl.h, the exact e4m3 decodes in common/fp8_decode-inl.h), and the same decode
+// into f32 panels for the many-row path.
 #undef HWY_TARGET_INCLUDE
 // Also compile for AVX3_DL (AVX-512 VBMI), whose byte-table decode is ~1.4x faster than
 // plain AVX3's (see gemv-inl.h); Highway 1.0.3 builds that target only on request.
@@ -12,7 +12,6 @@
 #include <hwy/highway.h>
 
 #include <cstring>
-#include <type_traits>
 
 #include "backend/cpu/linear/gemv-inl.h"
 
@@ -38,72 +37,47 @@ void GemvFp8(ThreadPool& pool, const LinearWeight& w, const LinearActivations& a
   fn(pool, w, act, x_scratch);
 }
 
-// For permuting decoders: per vector, the step offsets its lanes hold.
-template <class Dec>
-struct SlotSources {
-  hn::Vec<DI> index[Dec::kVecs];
-  SlotSources() {
-    const DI di;
-    const int lanes = static_cast<int>(hn::Lanes(di));
-    HWY_ALIGN int32_t buf[kMaxStep];
-    for (int s = 0; s < Dec::kVecs * lanes; ++s) buf[s] = Dec::XSource(s, lanes);
-    for (int v = 0; v < Dec::kVecs; ++v) index[v] = hn::Load(di, buf + v * lanes);
-  }
-};
-
-struct NoSlotSources {};
-
-// out[r, k] = decoded W[n0 + r, k] * scale, with the decode's 2^8 folded into the scale.
-// A template so that the branch for the other kind of decoder is discarded.
-template <class Dec>
-void DecodeRowsToF32(const LinearWeight& w, int64_t n0, int64_t rows, float* HWY_RESTRICT out) {
-  constexpr int V = Dec::kVecs;
+// out[r, k] = decoded W[n0 + r, k] * scale, with the decode's 2^8 folded into the scale:
+// the same values the GEMV kernel multiplies, decoded straight into natural order
+// (fp8_decode-inl.h) and stored with plain vector stores.
+void Fp8RowsToF32(const LinearWeight& w, int64_t n0, int64_t rows, float* HWY_RESTRICT out) {
+  constexpr int V = fp8::kF32Vecs;
   const DF df;
-  const Dec dec;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t step = StepOf<Dec>(df);
+  const int64_t step = static_cast<int64_t>(fp8::F32StepCodes());
   const int64_t K = w.K;
   const int64_t k_blocks = ceil_div(K, kFp8ScaleBlock);
-  constexpr float kUndoDecode = 1.0f / Dec::kDecodedPerReal;
-  const std::conditional_t<Dec::kPermutesX, SlotSources<Dec>, NoSlotSources> sources;
+  constexpr float kUndoDecode = 1.0f / Fp8Weights::kDecodedPerReal;
+  static_assert(Fp8Weights::kDecodedPerReal == kiln::detail::exp2_float(fp8::Kernel::kLog2Scale),
+                "the GEMV decode and the panel decode agree on the decoded scale");
   const auto* base = static_cast<const uint8_t*>(w.data);
-  // Writes one step of decoded weights back in their natural order.
-  const auto store_step = [&](const VF* wv, const VF& scale, float* HWY_RESTRICT dst) HWY_ATTR {
-    (void)sources;
-    if constexpr (Dec::kPermutesX) {
-      for (int v = 0; v < V; ++v) hn::ScatterIndex(hn::Mul(wv[v], scale), df, dst, sources.index[v]);
-    } else {
-      for (int v = 0; v < V; ++v) hn::StoreU(hn::Mul(wv[v], scale), df, dst + v * lanes);
-    }
-  };
+  const bool blocked = w.scale_layout == Fp8ScaleLayout::Block128;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = n0 + r;
     const uint8_t* row = base + n * w.row_stride;
     float* dst = out + r * K;
     // A step never straddles a 128-wide block (128 is a multiple of every step).
     const auto scale_at = [&](int64_t k) HWY_ATTR {
-      const float s = w.scale_layout == Fp8ScaleLayout::Block128
-                          ? w.scale[n / kFp8ScaleBlock * k_blocks + k / kFp8ScaleBlock]
-                          : w.scale[n];
+      const float s = blocked ? w.scale[n / kFp8ScaleBlock * k_blocks + k / kFp8ScaleBlock] : w.scale[n];
       return hn::Set(df, s * kUndoDecode);
     };
     VF wv[V];
     int64_t k = 0;
     for (; k + step <= K; k += step) {
-      dec.Load(row + k, wv);
-      store_step(wv, scale_at(k), dst + k);
+      fp8::F32<fp8::Kernel>(row + k, wv);
+      const VF scale = scale_at(k);
+      for (int v = 0; v < V; ++v) hn::StoreU(hn::Mul(wv[v], scale), df, dst + k + v * lanes);
     }
     if (k < K) {
-      LoadTail(dec, row + k, static_cast<size_t>(K - k), wv);
+      HWY_ALIGN uint8_t codes[kMaxStep] = {};
       HWY_ALIGN float buf[kMaxStep];
-      store_step(wv, scale_at(k), buf);
+      std::memcpy(codes, row + k, static_cast<size_t>(K - k));
+      fp8::F32<fp8::Kernel>(codes, wv);
+      const VF scale = scale_at(k);
+      for (int v = 0; v < V; ++v) hn::Store(hn::Mul(wv[v], scale), df, buf + v * lanes);
       std::memcpy(dst + k, buf, static_cast<size_t>(K - k) * sizeof(float));
     }
   }
-}
-
-void Fp8RowsToF32(const LinearWeight& w, int64_t n0, int64_t rows, float* HWY_RESTRICT out) {
-  DecodeRowsToF32<Fp8Weights>(w, n0, rows, out);
 }
 
 }  // namespace kiln::cpu::HWY_NAMESPACE
