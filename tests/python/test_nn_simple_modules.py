@@ -57,3 +57,25 @@ def test_loss_module_gradient_flows():
     nn.CrossEntropyLoss()(x, kiln.tensor([2, 0])).backward()
     assert x.grad.shape == (2, 3)
     np.testing.assert_allclose(x.grad.numpy().sum(-1), 0, atol=1e-6)
+
+
+def test_one_hot_and_normalize():
+    F = nn.functional
+    idx = np.array([[0, 3], [2, 1]])
+    got = F.one_hot(kiln.tensor(idx))
+    assert got.dtype == kiln.int64 and got.shape == (2, 2, 4)
+    np.testing.assert_array_equal(got.numpy(), np.eye(4, dtype=np.int64)[idx])
+    assert F.one_hot(kiln.tensor([1]), num_classes=3).tolist() == [[0, 1, 0]]
+    assert F.one_hot(kiln.zeros(0, dtype=kiln.int64), 2).shape == (0, 2)
+    for bad, match in [(kiln.tensor([1.0]), "LongTensor"), (kiln.tensor([-1]), "non-negative"),
+                       (kiln.zeros(0, dtype=kiln.int64), "empty tensor")]:
+        with pytest.raises(RuntimeError, match=match):
+            F.one_hot(bad)
+    with pytest.raises(RuntimeError, match="smaller than num_classes"):
+        F.one_hot(kiln.tensor([3]), 3)
+    a = RNG.standard_normal((3, 4)).astype(np.float32)
+    a[1] = 0
+    want = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    np.testing.assert_allclose(F.normalize(kiln.tensor(a)).numpy(), want, rtol=1e-6, atol=1e-7)
+    want = a / np.maximum(np.abs(a).sum(0, keepdims=True), 1e-12)
+    np.testing.assert_allclose(F.normalize(kiln.tensor(a), p=1, dim=0).numpy(), want, rtol=1e-6, atol=1e-7)

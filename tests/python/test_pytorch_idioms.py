@@ -415,6 +415,13 @@ def idiom_loss_and_activation_modules():
     close(nn.Sigmoid()(logits), 1 / (1 + np.exp(-z)))
 
 
+def idiom_one_hot_and_normalize():
+    labels = np.array([2, 0, 1])
+    assert F.one_hot(kiln.tensor(labels), num_classes=4).tolist() == np.eye(4, dtype=int)[labels].tolist()
+    emb = data(3, 5)
+    close(F.normalize(kiln.tensor(emb), dim=-1), emb / np.linalg.norm(emb, axis=-1, keepdims=True))
+
+
 IDIOMS = {name: fn for name, fn in sorted(globals().items()) if name.startswith("idiom_")}
 
 
