@@ -32,16 +32,17 @@ _NUMPY_FRIENDLY = {
 }
 
 
-def tensor(data, dtype=None, requires_grad=False):
+def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays or tensors).
 
     Without ``dtype`` the type is inferred as PyTorch does: bool, int64, float32 or
     complex64 for Python data; the array's own dtype for numpy input.
     """
+    if device is not None or requires_grad:
+        return _factories._finish(tensor(data, dtype=dtype), device, requires_grad)
     if isinstance(data, Tensor):
         out = data.detach().clone()
-        out = out if dtype is None else out.to(dtype)
-        return out.requires_grad_() if requires_grad else out
+        return out if dtype is None else out.to(dtype)
     if isinstance(data, _np.ndarray):
         arr = _np.array(data, copy=True)
     else:
@@ -57,7 +58,7 @@ def tensor(data, dtype=None, requires_grad=False):
     out = from_numpy(_np.array(arr, order="C", copy=False)).clone()
     if dtype is not None and dtype != out.dtype:
         out = out.to(dtype)
-    return out.requires_grad_() if requires_grad else out
+    return out
 
 
 def as_tensor(data, dtype=None):
@@ -81,6 +82,16 @@ def threads(n):
     """
     return _kiln._ThreadsBlock(n)
 
+
+from . import _factories  # noqa: E402
+
+# device= and requires_grad= on every factory, rand_like & co., Tensor.new_*.
+_factories.install(globals(), tensor)
+
+from . import _tensor_aliases  # noqa: E402
+
+# view_as, reshape_as, type_as, to(other), is_floating_point, clip, kiln.numel.
+_tensor_aliases.install(globals())
 
 from . import _tensor_str  # noqa: E402
 

@@ -39,6 +39,8 @@ void bind_safetensors(py::module_& m);        // load_safetensors / save_safeten
 void bind_parameter_support(py::module_& m);  // Tensor(t) and Tensor.data, for kiln.nn.Parameter
 void bind_conv(py::module_& m);  // conv1d/2d/3d, conv_transpose1d/2d/3d, convolution_backward
 void bind_inplace(py::module_& m);  // Tensor.exp_, relu_, clamp_, ... (kiln/ops/elementwise_inplace.h)
+// repeat, tile, tril/triu, unique, isclose/allclose/equal, any/all, conj, mT/mH/H
+void bind_tensor_extra(py::module_& m);
 // kiln::Error, std::bad_alloc and other C++ exceptions -> the Python exception PyTorch
 // raises, with the message intact whatever bytes it quotes (errors.cpp).
 void register_error_translator();

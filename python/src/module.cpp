@@ -200,4 +200,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_parameter_support(m);
   bind_conv(m);
   bind_inplace(m);
+  bind_tensor_extra(m);
 }

@@ -15,6 +15,7 @@
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/matmul.h"
 #include "kiln/ops/reduce.h"
+#include "kiln/ops/shape.h"
 #include "ops/autograd_hooks_linalg.h"
 
 namespace kiln::autograd {

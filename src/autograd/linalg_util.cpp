@@ -20,15 +20,6 @@ namespace kiln::autograd::la {
 
 namespace {
 
-// 1 where column - row >= k (upper) or <= k (lower), in x's real dtype.
-Tensor triangle_mask(const Tensor& x, bool upper, int64_t k) {
-  const int64_t rows = x.size(-2), cols = x.size(-1);
-  const Tensor i = arange(Scalar(rows), DType::Int64).unsqueeze(1);
-  const Tensor j = arange(Scalar(cols), DType::Int64).unsqueeze(0);
-  const Tensor d = sub(j, i);
-  return (upper ? ge(d, Scalar(k)) : le(d, Scalar(k))).to(to_real(x.dtype()));
-}
-
 Tensor identity(int64_t n, DType dtype) { return eye(n, n, to_real(dtype)); }
 
 const Scalar kMinusHalfI(std::complex<double>(0.0, -0.5));
@@ -37,8 +28,6 @@ const Scalar kMinusHalfI(std::complex<double>(0.0, -0.5));
 
 Tensor mT(const Tensor& x) { return x.transpose(-2, -1); }
 Tensor mH(const Tensor& x) { return conj(x).transpose(-2, -1); }
-Tensor triu(const Tensor& x, int64_t k) { return mul(x, triangle_mask(x, true, k)); }
-Tensor tril(const Tensor& x, int64_t k) { return mul(x, triangle_mask(x, false, k)); }
 
 Tensor diagonal(const Tensor& x) { return sum(mul(x, identity(x.size(-1), x.dtype())), {-1}); }
 Tensor diag_embed(const Tensor& v) { return mul(v.unsqueeze(-1), identity(v.size(-1), v.dtype())); }

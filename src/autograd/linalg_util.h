@@ -12,9 +12,7 @@ namespace kiln::autograd::la {
 // The conjugate transpose of the last two dims (PyTorch's mH) and the plain transpose.
 Tensor mH(const Tensor& x);
 Tensor mT(const Tensor& x);
-// torch.triu / torch.tril of the last two dims, diagonal offset k.
-Tensor triu(const Tensor& x, int64_t k = 0);
-Tensor tril(const Tensor& x, int64_t k = 0);
+// torch.triu / torch.tril are the public kiln::triu / kiln::tril (kiln/ops/shape.h).
 // The main diagonal of square matrices [..., n, n] -> [..., n], and its inverse.
 Tensor diagonal(const Tensor& x);
 Tensor diag_embed(const Tensor& v);

@@ -71,6 +71,12 @@ Tensor std(const Tensor& input, const DimList& dims = {}, double correction = 1.
 // -inf (min |x|), 0 (count of nonzeros) or any other float ((sum |x|^p)^(1/p)).
 Tensor norm(const Tensor& input, double p = 2.0, const DimList& dims = {}, bool keepdim = false);
 
+// torch.any / torch.all: whether any / every element over dims is nonzero (NaN is
+// nonzero). Every dtype; the result is bool (uint8 for uint8 input, as PyTorch); an empty
+// reduction gives false / true.
+Tensor any(const Tensor& input, const DimList& dims = {}, bool keepdim = false);
+Tensor all(const Tensor& input, const DimList& dims = {}, bool keepdim = false);
+
 // torch.cumsum(input, dim, dtype=).
 Tensor cumsum(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt);
 

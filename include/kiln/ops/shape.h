@@ -1,5 +1,6 @@
-// Joining and splitting tensors: torch.cat, stack, split, split_with_sizes, chunk,
-// tensor_split, unbind and flip, with PyTorch's shape and dtype rules.
+// Joining, splitting and copying tensors: torch.cat, stack, split, split_with_sizes,
+// chunk, tensor_split, unbind, flip, repeat, tile, tril and triu, with PyTorch's shape
+// and dtype rules.
 #pragma once
 
 #include <cstdint>
@@ -42,5 +43,25 @@ std::vector<Tensor> unbind(const Tensor& t, int64_t dim = 0);
 // torch.flip: a copy with the order of elements reversed along each of `dims`
 // (repeated dims are an error, as in PyTorch).
 Tensor flip(const Tensor& t, const std::vector<int64_t>& dims);
+
+// Tensor.repeat: a new tensor holding `t` repeated repeats[i] times along dim i. repeats
+// may be longer than t.dim() (t then gains leading dims of size 1), never shorter
+// ("Number of dimensions of repeat dims can not be smaller than number of dimensions of
+// tensor"); a 0 gives an empty result; a negative count is an error where it makes a
+// negative size (an empty dim times -1 stays empty, as PyTorch multiplies first). All dtypes;
+// differentiable (built from unsqueeze, expand and one copy).
+Tensor repeat(const Tensor& t, const std::vector<int64_t>& repeats);
+// torch.tile: repeat with dims padded by leading 1s when shorter than t.dim() (numpy's
+// np.tile rule).
+Tensor tile(const Tensor& t, const std::vector<int64_t>& dims);
+
+// torch.tril / torch.triu on the last two dims of a (batched) matrix: elements with
+// column - row <= diagonal (tril) or >= diagonal (triu) are kept, the rest set to zero
+// (false for bool). Any dtype; at least 2 dims; differentiable (a masked_fill with a
+// row/column mask broadcast over the batch). The in-place forms write self.
+Tensor tril(const Tensor& t, int64_t diagonal = 0);
+Tensor triu(const Tensor& t, int64_t diagonal = 0);
+Tensor tril_(const Tensor& self, int64_t diagonal = 0);
+Tensor triu_(const Tensor& self, int64_t diagonal = 0);
 
 }  // namespace kiln

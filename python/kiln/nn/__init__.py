@@ -5,7 +5,7 @@ models kiln runs use, ``kiln.nn.init`` and the functional namespace
 from . import functional  # noqa: F401
 from . import init  # noqa: F401
 from .modules import (  # noqa: F401
-    GELU, Conv1d, Conv2d, Conv3d, Dropout, Embedding, Identity, LayerNorm, Linear, Module, ModuleDict, ModuleList,
-    ReLU, RMSNorm, Sequential, SiLU,
+    GELU, Conv1d, Conv2d, Conv3d, CrossEntropyLoss, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear,
+    Module, ModuleDict, ModuleList, MSELoss, ReLU, RMSNorm, Sequential, Sigmoid, SiLU, Softmax, Tanh,
 )
 from .parameter import Parameter  # noqa: F401

@@ -6,4 +6,5 @@ from .conv import Conv1d, Conv2d, Conv3d  # noqa: F401
 from .linear import Identity, Linear  # noqa: F401
 from .module import Module  # noqa: F401
 from .normalization import LayerNorm, RMSNorm  # noqa: F401
+from .simple import CrossEntropyLoss, Flatten, MSELoss, Sigmoid, Softmax, Tanh  # noqa: F401
 from .sparse import Embedding  # noqa: F401
