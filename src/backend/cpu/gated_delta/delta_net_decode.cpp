@@ -43,7 +43,6 @@ void delta_net_decode_cpu(const ExecutionContext& ctx, const DeltaNetDecodeProbl
     float* kn = qn + dk;
     float* o = kn + dk;
     float* work = o + dv;
-    const int64_t last_head = end * group;  // this thread's heads end here
     for (int64_t j = begin; j < end; ++j) {
       causal_conv1d_channels(conv, j * dk, (j + 1) * dk, taps, mq, 0);
       causal_conv1d_channels(conv, key_width + j * dk, key_width + (j + 1) * dk, taps, mk, 0);
@@ -54,8 +53,7 @@ void delta_net_decode_cpu(const ExecutionContext& ctx, const DeltaNetDecodeProbl
         float g = 0.0f, beta = 0.0f;
         delta_gate(p.a[h], p.b[h], p.a_log[h], p.dt_bias[h], &g, &beta);
         float* S = p.state + h * state_size;
-        const float* next = h + 1 < last_head ? S + state_size : nullptr;
-        delta_rule_step(qn, kn, kq, mv + (h - j * group) * dv, std::exp(g), beta, S, dk, dv, o, next);
+        delta_rule_step(qn, kn, kq, mv + (h - j * group) * dv, std::exp(g), beta, S, dk, dv, o);
         // The norm family's gated RMSNorm of a float32 row (RmsNormKind::Gated): the
         // normalised row, times the weight, times silu(z).
         rms_normalize_rows(o, 1, dv, p.norm_eps, static_cast<const float*>(nullptr), work);

@@ -13,11 +13,9 @@ namespace kiln::cpu {
 //   delta = beta (v - decay S^T k);   out = decay S^T q + kq delta;
 //   S <- decay S + k delta^T
 // (S' = decay S + k delta^T gives S'^T q = decay S^T q + delta (k . q), so the output
-// needs no read of the updated state). `next`, when not null, is the state the caller
-// updates next: its lines are prefetched while this one is rewritten, so the memory reads
-// of the next head overlap this head's second pass. out must not overlap S, q, k or v.
+// needs no read of the updated state). out must not overlap S, q, k or v.
 void delta_rule_step(const float* q, const float* k, float kq, const float* v, float decay, float beta, float* S,
-                     int64_t dk, int64_t dv, float* out, const float* next);
+                     int64_t dk, int64_t dv, float* out);
 
 // Plain loops in the order of the definition above (the test oracle of delta_rule_step).
 void delta_rule_step_scalar(const float* q, const float* k, float kq, const float* v, float decay, float beta,

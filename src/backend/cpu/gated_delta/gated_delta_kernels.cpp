@@ -99,8 +99,7 @@ float normalized_qk(const float* q, const float* k, int64_t dk, float scale, boo
 }
 
 // One value head over every token; each token reads the head's state once and writes it
-// once (delta_rule_step). A thread takes a contiguous run of heads and prefetches the
-// next head's state while it rewrites the current one.
+// once (delta_rule_step). A thread takes a contiguous run of heads.
 void gated_delta_rule_cpu(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p) {
   const int64_t dk = p.key_dim, dv = p.value_dim, group = p.value_heads / p.key_heads;
   const int64_t state_size = dk * dv;  // the front end checked the state's byte count
@@ -117,8 +116,7 @@ void gated_delta_rule_cpu(const ExecutionContext& ctx, const GatedDeltaRuleProbl
         const float kq = normalized_qk(q, k, dk, p.scale, p.l2norm_qk, qn, kn);
         const float decay = std::exp(p.g[t * p.value_heads + h]);
         const float beta = p.beta[t * p.value_heads + h];
-        const float* next = t + 1 == p.tokens && h + 1 < end ? S + state_size : nullptr;
-        delta_rule_step(qn, kn, kq, v, decay, beta, S, dk, dv, p.out + (t * p.value_heads + h) * dv, next);
+        delta_rule_step(qn, kn, kq, v, decay, beta, S, dk, dv, p.out + (t * p.value_heads + h) * dv);
       }
     }
   });
