@@ -64,6 +64,39 @@ struct GatedDeltaRuleProblem {
   float scale;
 };
 
+// One decode token of a Gated DeltaNet layer between its input projections and its
+// output projection (spec §2.4 b-h for T = 1), for key head groups of value_heads /
+// key_heads value heads:
+//   mixed   = silu(causal conv of qkv over [conv_state; qkv])   conv_state updated
+//   g, beta = the gates of a, b;   o = the gated delta rule (q and k L2-normalised, q
+//   scaled by `scale`) on mixed's q, k, v                         state updated
+//   out     = rms_norm(o per value head) * norm_weight * silu(z)
+// computing what causal_conv1d, gates, rule (one token) and the norm family's gated
+// RMSNorm (float32) compute, bit for bit.
+// qkv [2 key_heads key_dim + value_heads value_dim]; conv_weight [that, kernel];
+// conv_state [kernel - 1, that]; a, b, a_log, dt_bias [value_heads]; z, out [value_heads,
+// value_dim]; norm_weight [value_dim]; state [value_heads, key_dim, value_dim].
+struct DeltaNetDecodeProblem {
+  const float* qkv;
+  const float* conv_weight;
+  float* conv_state;
+  const float* a;
+  const float* b;
+  const float* a_log;
+  const float* dt_bias;
+  float* state;
+  const float* z;
+  const float* norm_weight;
+  float* out;
+  int64_t key_heads;
+  int64_t value_heads;
+  int64_t key_dim;
+  int64_t value_dim;
+  int64_t kernel;
+  float scale;
+  double norm_eps;  // as the norm kernel takes it (a float32 eps widened)
+};
+
 struct GatedDeltaKernels {
   void (*causal_conv1d)(const ExecutionContext& ctx, const CausalConv1dProblem& p) = nullptr;
   void (*gates)(const ExecutionContext& ctx, const DeltaGatesProblem& p) = nullptr;
@@ -73,6 +106,8 @@ struct GatedDeltaKernels {
   // triangular solve per chunk and head (the linalg family's panel kernel, called per
   // chunk while its workspace is in L2). Equal to `rule` up to float32 rounding; for prompts.
   void (*rule_chunked)(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p, int64_t chunk_size) = nullptr;
+  // The fused decode step (DeltaNetDecodeProblem) in one parallel region.
+  void (*delta_net_decode)(const ExecutionContext& ctx, const DeltaNetDecodeProblem& p) = nullptr;
 };
 
 inline KernelTable<GatedDeltaKernels> gated_delta_kernels{"gated_delta"};

@@ -194,7 +194,7 @@ void widen(Tensor& dst, const Tensor& src) {
 DeltaNetStep DeltaNetStep::make(const DeltaNetBlock& block, NormStep norm, int64_t hidden, DecodeBuffers& buffers) {
   DeltaNetStep s;
   const DeltaNetGeometry& g = block.geometry;
-  const int64_t kd = g.key_dim(), vd = g.value_dim(), channels = g.conv_channels(), hv = g.num_value_heads;
+  const int64_t vd = g.value_dim(), channels = g.conv_channels(), hv = g.num_value_heads;
   s.block = &block;
   s.norm = std::move(norm);
   s.h = buffers.get("norm", {1, hidden}, DType::Float32);
@@ -221,14 +221,9 @@ DeltaNetStep DeltaNetStep::make(const DeltaNetBlock& block, NormStep norm, int64
   s.z32 = float32_of(s.z, buffers, "delta.z32");
   s.b32 = float32_of(s.b, buffers, "delta.b32");
   s.a32 = float32_of(s.a, buffers, "delta.a32");
-  s.mixed = buffers.get("delta.mixed", {1, channels}, DType::Float32);
-  s.q = s.mixed.narrow(1, 0, kd).reshape({1, g.num_key_heads, g.key_head_dim});
-  s.k = s.mixed.narrow(1, kd, kd).reshape({1, g.num_key_heads, g.key_head_dim});
-  s.v = s.mixed.narrow(1, 2 * kd, vd).reshape({1, hv, g.value_head_dim});
-  s.g = buffers.get("delta.g", {1, hv}, DType::Float32);
-  s.beta = buffers.get("delta.beta", {1, hv}, DType::Float32);
-  s.o = buffers.get("delta.o", {1, hv, g.value_head_dim}, DType::Float32);
   s.z_heads = s.z32.reshape({1, hv, g.value_head_dim});
+  s.weights = DeltaNetDecodeWeights{block.conv_weight, block.A_log, block.dt_bias, block.norm_weight, block.norm_eps,
+                                    g.num_key_heads};
   s.normed = buffers.get("delta.normed", {1, hv, g.value_head_dim}, DType::Float32);
   s.normed_flat = s.normed.view({1, vd});
   s.out_proj = LinearStep::make(block.out_proj, DType::Float32, buffers, "delta.out_proj");
@@ -258,13 +253,12 @@ void DeltaNetStep::operator()(Tensor& x, KvCache& cache, int64_t layer) {
     a_proj(*input);
   }
   widen(qkv32, qkv);
-  causal_conv1d_out(mixed, qkv32, block->conv_weight, cache.delta_conv_state(layer), "silu");
   widen(a32, a);
   widen(b32, b);
-  gated_delta_gates_out(g, beta, a32, b32, block->A_log, block->dt_bias);
-  gated_delta_rule_out(o, q, k, v, g, beta, cache.delta_recurrent_state(layer), /*use_qk_l2norm_in_kernel=*/true);
   widen(z32, z);
-  rms_norm_gated_out(normed, o, z_heads, block->norm_weight, block->norm_eps);
+  // causal_conv1d, gated_delta_gates, gated_delta_rule and rms_norm_gated in one call.
+  delta_net_decode_out(normed, qkv32, z_heads, a32, b32, weights, cache.delta_conv_state(layer),
+                       cache.delta_recurrent_state(layer));
   add_(x, out_proj(normed_flat));
 }
 

@@ -11,7 +11,8 @@
 //     residual add (after AttentionEntryDecode);
 //   - DenseFfnStep: norm, gate/up, SiLU, product, down and the residual add;
 //   - ShortConvStep: LFM2's gated short convolution for one token and the residual add;
-//   - DeltaNetStep: the Gated DeltaNet mixer for one token and the residual add.
+//   - DeltaNetStep: the Gated DeltaNet mixer for one token and the residual add (the
+//     conv, gates, rule and gated norm fused: delta_net_decode_out).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kiln/ops/gated_delta.h"
 #include "kiln/tensor.h"
 #include "llm/blocks/attention_block.h"
 #include "llm/blocks/delta_net_block.h"
@@ -109,9 +111,9 @@ struct DeltaNetStep {
   Tensor qkvz, ba;                               // Qwen3-Next: the fused outputs in the flat order
   Tensor qkv, z, b, a;                           // the four projections' rows (views)
   Tensor qkv32, z32, b32, a32;                   // the same as float32 (buffers, or the rows themselves)
-  Tensor mixed, q, k, v;                         // the conv's output [1, channels] and its head views
-  Tensor g, beta, o, o_flat, z_heads;            // gates [1, Hv]; rule output [1, Hv, dv]
-  Tensor normed, normed_flat;
+  Tensor z_heads;                                // z32 as [1, Hv, dv]
+  DeltaNetDecodeWeights weights;                 // the fused step's weights (kiln/ops/gated_delta.h)
+  Tensor normed, normed_flat;                    // its output [1, Hv, dv] and [1, value_dim]
   LinearStep out_proj;
   static DeltaNetStep make(const DeltaNetBlock& block, NormStep norm, int64_t hidden, DecodeBuffers& buffers);
   void operator()(Tensor& x, KvCache& cache, int64_t layer);  // x += delta_net(norm(x))

@@ -231,4 +231,81 @@ Tensor gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& 
                               });
 }
 
+namespace {
+
+// A float32 contiguous tensor of `shape` (the fused decode step takes its buffers as they are).
+void check_decode_tensor(const Tensor& t, const Shape& shape, const char* op, const char* name) {
+  check_defined(t, op, name);
+  KILN_CHECK_KIND(t.dtype() == DType::Float32, Type, op, "expected {} of dtype float32, got {}", name,
+                  dtype_name(t.dtype()));
+  KILN_CHECK(t.sizes() == shape, op, "expected {} of shape {}, got {}", name, shape_to_string(shape), t.shape_str());
+  KILN_CHECK(t.is_contiguous(), op, "{} must be contiguous", name);
+}
+
+}  // namespace
+
+void delta_net_decode_out(const Tensor& out, const Tensor& qkv, const Tensor& z, const Tensor& a, const Tensor& b,
+                          const DeltaNetDecodeWeights& weights, Tensor& conv_state, Tensor& state) {
+  constexpr const char* op = "delta_net_decode_out";
+  check_defined(state, op, "state");
+  KILN_CHECK(state.dim() == 3, op, "expected state of shape [value_heads, key_dim, value_dim], got {}",
+             state.shape_str());
+  const int64_t hv = state.size(0), dk = state.size(1), dv = state.size(2), hk = weights.key_heads;
+  KILN_CHECK(hv > 0 && dk > 0 && dv > 0, op, "expected a non-empty state, got {}", state.shape_str());
+  KILN_CHECK_KIND(hk > 0 && hv % hk == 0, Value, op,
+                  "key_heads must be positive and divide the value heads ({}), got {}", hv, hk);
+  const int64_t key_width = checked_mul(hk, dk, op);
+  const int64_t channels = checked_add(checked_mul(int64_t{2}, key_width, op), checked_mul(hv, dv, op), op);
+  // The state's byte count must fit, as gated_delta_rule checks it.
+  checked_mul(checked_mul(checked_mul(hv, dk, op), dv, op), int64_t{4}, op);
+  check_decode_tensor(state, {hv, dk, dv}, op, "state");
+  check_decode_tensor(qkv, {1, channels}, op, "qkv");
+  check_decode_tensor(z, {1, hv, dv}, op, "z");
+  check_decode_tensor(a, {1, hv}, op, "a");
+  check_decode_tensor(b, {1, hv}, op, "b");
+  const Tensor& w = weights.conv_weight;
+  check_defined(w, op, "conv_weight");
+  const bool conv_layout = w.dim() == 3 && w.size(1) == 1;  // nn.Conv1d's [C, 1, K]
+  KILN_CHECK((w.dim() == 2 || conv_layout) && w.size(0) == channels && w.size(-1) >= 1, op,
+             "expected conv_weight of shape [channels, kernel] or [channels, 1, kernel] with channels = {}, got {}",
+             channels, w.shape_str());
+  const int64_t kernel = w.size(-1);
+  check_decode_tensor(w, w.sizes(), op, "conv_weight");
+  check_decode_tensor(conv_state, {kernel - 1, channels}, op, "conv_state");
+  check_decode_tensor(weights.A_log, {hv}, op, "A_log");
+  check_decode_tensor(weights.dt_bias, {hv}, op, "dt_bias");
+  check_decode_tensor(weights.norm_weight, {dv}, op, "norm_weight");
+  KILN_CHECK_KIND(std::isfinite(weights.norm_eps) && weights.norm_eps >= 0, Value, op,
+                  "norm_eps must be finite and >= 0, got {}", weights.norm_eps);
+  const Device device = common_device(op, {&qkv, &z, &a, &b, &w, &conv_state, &weights.A_log, &weights.dt_bias,
+                                           &weights.norm_weight, &state});
+  out_detail::check_out(op, out, {1, hv, dv}, DType::Float32, device,
+                        {&qkv, &z, &a, &b, &w, &conv_state, &weights.A_log, &weights.dt_bias, &weights.norm_weight,
+                         &state});
+  // The two states are written while everything else is read.
+  for (const Tensor* written : {&conv_state, &state}) {
+    check_writable(*written, op);
+    for (const Tensor* read : {&qkv, &z, &a, &b, &w, &weights.A_log, &weights.dt_bias, &weights.norm_weight}) {
+      check_no_overlap(*written, *read, op);
+    }
+  }
+  check_no_overlap(conv_state, state, op);
+  const auto& kernels = backend::gated_delta_kernels.on(device, op);
+  const auto run = require_kernel(kernels.delta_net_decode, device, op);
+  // The weights and inputs read once, both states read and written, out written.
+  const OpProfile profile(op, [&] {
+    return OpCost{tensor_bytes({&qkv, &z, &a, &b, &w, &weights.A_log, &weights.dt_bias, &weights.norm_weight, &out}) +
+                      2 * tensor_bytes({&conv_state, &state}),
+                  7.0 * static_cast<double>(hv * dk * dv)};
+  });
+  // gated_delta_rule's default scale, and the eps the float32 norm kernel is given.
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
+  const double eps = static_cast<double>(static_cast<float>(weights.norm_eps));
+  run(current_context(),
+      backend::DeltaNetDecodeProblem{qkv.data<float>(), w.data<float>(), conv_state.data<float>(), a.data<float>(),
+                                     b.data<float>(), weights.A_log.data<float>(), weights.dt_bias.data<float>(),
+                                     state.data<float>(), z.data<float>(), weights.norm_weight.data<float>(),
+                                     out.data<float>(), hk, hv, dk, dv, kernel, scale, eps});
+}
+
 }  // namespace kiln

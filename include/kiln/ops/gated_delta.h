@@ -33,6 +33,20 @@
 //   carried state follow from matrix products. Equal to gated_delta_rule up to float32
 //   rounding (a different summation order), with the same state in and out, so a prompt
 //   run chunked continues with recurrent decode steps. chunk_size in [1, 64].
+//
+// delta_net_decode_out(out, qkv, z, a, b, weights, conv_state, state)
+//   One decode token of the Gated DeltaNet mixer between its input and output
+//   projections, for qkv [1, 2 Hk dk + Hv dv] (the in_proj_qkv row), z [1, Hv, dv] and
+//   a, b [1, Hv], with Hk = weights.key_heads and Hv, dk, dv from state [Hv, dk, dv]:
+//     mixed   = causal_conv1d(qkv, conv_weight, conv_state, "silu")
+//     q, k, v = mixed viewed as [1, Hk, dk], [1, Hk, dk], [1, Hv, dv]
+//     g, beta = gated_delta_gates(a, b, A_log, dt_bias)
+//     o       = gated_delta_rule(q, k, v, g, beta, state, use_qk_l2norm_in_kernel = true)
+//     out     = rms_norm_gated(o, z, norm_weight, norm_eps)                 [1, Hv, dv]
+//   bit for bit what those four ops give (they are its test oracle), in one parallel
+//   region instead of four. Every tensor float32 and contiguous (a decode step's
+//   buffers: a call allocates nothing); conv_state and state are updated in place; out
+//   overlaps nothing else. Not differentiable; CPU only.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +68,16 @@ DeltaGates gated_delta_gates(const Tensor& a, const Tensor& b, const Tensor& A_l
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                         Tensor& state, bool use_qk_l2norm_in_kernel = true,
                         std::optional<double> scale = std::nullopt);
+
+struct DeltaNetDecodeWeights {
+  Tensor conv_weight;     // [channels, K] or [channels, 1, K]
+  Tensor A_log, dt_bias;  // [Hv]
+  Tensor norm_weight;     // [dv]
+  double norm_eps = 1e-6;
+  int64_t key_heads = 0;
+};
+void delta_net_decode_out(const Tensor& out, const Tensor& qkv, const Tensor& z, const Tensor& a, const Tensor& b,
+                          const DeltaNetDecodeWeights& weights, Tensor& conv_state, Tensor& state);
 
 inline constexpr int64_t kMaxDeltaChunkSize = 64;
 Tensor gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,

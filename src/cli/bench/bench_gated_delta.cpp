@@ -4,7 +4,8 @@
 // the gates. Calls cycle through 30 states, one per DeltaNet layer of Qwen3.5-35B-A3B, so
 // each call meets its state cold as a decode step does (60 MiB in all, past the caches).
 // The projections around the step are plain linear rows and are benchmarked there.
-// A second row runs the chunked WY prefill (gated_delta_rule_chunked) over a 512-token
+// A second row runs the fused decode step (delta_net_decode_out) at the same shapes, and a
+// third the chunked WY prefill (gated_delta_rule_chunked) over a 512-token
 // prompt at the same shapes, against the compute peak measured in the same run.
 #include <fmt/core.h>
 
@@ -57,6 +58,48 @@ void add_chunked_prefill_row(Table& table, bool quick) {
   table.add(row);
 }
 
+// The fused decode step (delta_net_decode_out: conv, gates, rule and gated norm of one
+// token) at the same shapes, its states cycling like the rule's. Its traffic is the rule's
+// plus the conv's weights and history and the few rows around it.
+void add_fused_decode_row(Table& table, bool quick) {
+  constexpr int64_t kKernel = 4;
+  const int64_t channels = 2 * kKeyHeads * kHeadDim + kValueHeads * kHeadDim;
+  Generator gen(5);
+  const Tensor qkv = rand({1, channels}, DType::Float32, &gen);
+  const Tensor z = rand({1, kValueHeads, kHeadDim}, DType::Float32, &gen);
+  const Tensor a = rand({1, kValueHeads}, DType::Float32, &gen);
+  const Tensor b = rand({1, kValueHeads}, DType::Float32, &gen);
+  DeltaNetDecodeWeights w;
+  w.conv_weight = rand({channels, kKernel}, DType::Float32, &gen);
+  w.A_log = rand({kValueHeads}, DType::Float32, &gen);
+  w.dt_bias = rand({kValueHeads}, DType::Float32, &gen);
+  w.norm_weight = rand({kHeadDim}, DType::Float32, &gen);
+  w.key_heads = kKeyHeads;
+  std::vector<Tensor> states, conv_states;
+  for (int s = 0; s < kStates; ++s) {
+    states.push_back(zeros({kValueHeads, kHeadDim, kHeadDim}));
+    conv_states.push_back(zeros({kKernel - 1, channels}));
+  }
+  Tensor out = Tensor::empty({1, kValueHeads, kHeadDim}, DType::Float32);
+  Row row;
+  row.group = "delta_net_decode (fused step)";
+  row.shape = fmt::format("Hk {} Hv {} dk {} dv {}, conv {}", kKeyHeads, kValueHeads, kHeadDim, kHeadDim, kKernel);
+  row.timing = measure(
+      [&](int i) {
+        const size_t s = static_cast<size_t>(i % kStates);
+        delta_net_decode_out(out, qkv, z, a, b, w, conv_states[s], states[s]);
+      },
+      quick ? 10 : 100, quick ? 0.05 : 0.4);
+  const double state_bytes = 4.0 * kValueHeads * kHeadDim * kHeadDim;
+  const double conv_bytes = 4.0 * channels * (kKernel + 2 * (kKernel - 1) + 1);  // weights, history, qkv
+  row.bytes = 2.0 * state_bytes + conv_bytes + 4.0 * (3 * kValueHeads * kHeadDim + 2 * kValueHeads);
+  row.flops = 7.0 * kValueHeads * kHeadDim * kHeadDim;
+  row.target = fmt::format(">= {:.2f} of roofline", kRooflineTarget);
+  row.has_target = true;
+  row.target_met = table.roofline_gbps() > 0 && table.roofline_fraction(row) >= kRooflineTarget;
+  table.add(row);
+}
+
 const Registrar kRegisterGatedDelta{Suite{
     "gated_delta",
     "Gated DeltaNet recurrent decode step (Qwen3.5-35B-A3B shapes, f32 state read and written once) vs the memory "
@@ -82,6 +125,7 @@ const Registrar kRegisterGatedDelta{Suite{
       row.has_target = true;
       row.target_met = table.roofline_gbps() > 0 && table.roofline_fraction(row) >= kRooflineTarget;
       table.add(row);
+      add_fused_decode_row(table, quick);
       add_chunked_prefill_row(table, quick);
     }}};
 

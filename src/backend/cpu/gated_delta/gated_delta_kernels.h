@@ -16,10 +16,29 @@ using backend::CausalConv1dProblem;
 using backend::DeltaGatesProblem;
 using backend::GatedDeltaRuleProblem;
 
-void causal_conv1d_cpu(const CausalConv1dProblem& p, ThreadPool& pool);
+using backend::DeltaNetDecodeProblem;
+
+void causal_conv1d_cpu(const ExecutionContext& ctx, const CausalConv1dProblem& p);
 void delta_gates_cpu(const DeltaGatesProblem& p, ThreadPool& pool);
-void gated_delta_rule_cpu(const GatedDeltaRuleProblem& p, ThreadPool& pool);
+void gated_delta_rule_cpu(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p);
 void gated_delta_rule_chunked_cpu(const ExecutionContext& ctx, const GatedDeltaRuleProblem& p, int64_t chunk_size);
+void delta_net_decode_cpu(const ExecutionContext& ctx, const DeltaNetDecodeProblem& p);
+
+// The pieces the unfused kernels above and the fused decode step (delta_net_decode.cpp)
+// share, so that both compute bit for bit the same values.
+
+// Channels per conv block: the block's taps live in a small table.
+inline constexpr int64_t kConvBlock = 64;
+// The conv of channels [c0, c1) of p (any range, run in blocks of kConvBlock; each
+// channel's arithmetic does not depend on the block it falls in), its history updated;
+// token t's output of channel c0 + i goes to out[t * out_stride + i]. taps: kernel x
+// kConvBlock floats of scratch.
+void causal_conv1d_channels(const CausalConv1dProblem& p, int64_t c0, int64_t c1, float* taps, float* out,
+                            int64_t out_stride);
+// g = -exp(a_log) softplus(a + dt_bias), beta = sigmoid(b) for one head and token.
+void delta_gate(float a, float b, float a_log, float dt_bias, float* g, float* beta);
+// qn = q * q_scale and kn = k * k_scale (qk_scales below); returns kn . qn.
+float normalized_qk(const float* q, const float* k, int64_t dk, float scale, bool l2norm, float* qn, float* kn);
 
 // The factors q and k of one head are multiplied by: `scale` and 1, divided by their
 // L2 norms (transformers' and FLA's l2norm: x * rsqrt(sum x^2 + 1e-6)) when `l2norm`.

@@ -8,10 +8,11 @@ namespace {
 
 const bool registered = [] {
   backend::GatedDeltaKernels k;
-  k.causal_conv1d = [](const ExecutionContext& ctx, const CausalConv1dProblem& p) { causal_conv1d_cpu(p, ctx.pool()); };
+  k.causal_conv1d = causal_conv1d_cpu;
   k.gates = [](const ExecutionContext& ctx, const DeltaGatesProblem& p) { delta_gates_cpu(p, ctx.pool()); };
-  k.rule = [](const ExecutionContext& ctx, const GatedDeltaRuleProblem& p) { gated_delta_rule_cpu(p, ctx.pool()); };
+  k.rule = gated_delta_rule_cpu;
   k.rule_chunked = gated_delta_rule_chunked_cpu;
+  k.delta_net_decode = delta_net_decode_cpu;
   backend::gated_delta_kernels.install(DeviceType::CPU, k);
   return true;
 }();
