@@ -102,24 +102,20 @@ Tensor tile(const Tensor& t, const std::vector<int64_t>& dims) {
   return repeat(t, repeats);
 }
 
-Tensor tril(const Tensor& t, int64_t diagonal) {
-  check_matrix(t, "tril");
-  return masked_fill(t, triangle_outside_mask(t, diagonal, true), Scalar(int64_t{0}));
+namespace {
+
+// tril/triu and their in-place forms: zeros written outside the kept triangle.
+Tensor keep_triangle(const Tensor& t, int64_t diagonal, bool lower, bool in_place, const char* op) {
+  check_matrix(t, op);
+  const Tensor outside = triangle_outside_mask(t, diagonal, lower);
+  return in_place ? masked_fill_(t, outside, Scalar(int64_t{0})) : masked_fill(t, outside, Scalar(int64_t{0}));
 }
 
-Tensor triu(const Tensor& t, int64_t diagonal) {
-  check_matrix(t, "triu");
-  return masked_fill(t, triangle_outside_mask(t, diagonal, false), Scalar(int64_t{0}));
-}
+}  // namespace
 
-Tensor tril_(const Tensor& self, int64_t diagonal) {
-  check_matrix(self, "tril_");
-  return masked_fill_(self, triangle_outside_mask(self, diagonal, true), Scalar(int64_t{0}));
-}
-
-Tensor triu_(const Tensor& self, int64_t diagonal) {
-  check_matrix(self, "triu_");
-  return masked_fill_(self, triangle_outside_mask(self, diagonal, false), Scalar(int64_t{0}));
-}
+Tensor tril(const Tensor& t, int64_t diagonal) { return keep_triangle(t, diagonal, true, false, "tril"); }
+Tensor triu(const Tensor& t, int64_t diagonal) { return keep_triangle(t, diagonal, false, false, "triu"); }
+Tensor tril_(const Tensor& self, int64_t diagonal) { return keep_triangle(self, diagonal, true, true, "tril_"); }
+Tensor triu_(const Tensor& self, int64_t diagonal) { return keep_triangle(self, diagonal, false, true, "triu_"); }
 
 }  // namespace kiln

@@ -15,6 +15,7 @@
 #include "kiln/cpu_features.h"
 #include "kiln/ops/linear.h"
 #include "kiln/scalar_types.h"
+#include "bf16_dot_mode.h"
 #include "linear_test_util.h"
 
 namespace {
@@ -23,14 +24,7 @@ using namespace kiln;
 using namespace linear_test;
 namespace bd = cpu::bf16dot;
 
-// Sets the bf16 dot switch for a scope (process-wide: the tests run one at a time).
-class Bf16DotMode {
- public:
-  explicit Bf16DotMode(int mode) { set_bf16_dot_enabled(mode); }
-  ~Bf16DotMode() { set_bf16_dot_enabled(-1); }
-  Bf16DotMode(const Bf16DotMode&) = delete;
-  Bf16DotMode& operator=(const Bf16DotMode&) = delete;
-};
+using bf16_dot_test::Bf16DotMode;
 
 #define SKIP_WITHOUT_BF16_DOT()                                                              \
   if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16: the bf16 dot kernel " \

@@ -11,6 +11,7 @@
 #include "kiln/cpu_features.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/moe.h"
+#include "bf16_dot_mode.h"
 #include "moe_test_util.h"
 #include "simd_targets.h"
 
@@ -144,14 +145,7 @@ TEST(MoeExpertsTiled, EveryTarget) {
   });
 }
 
-// Sets the bf16 dot switch for a scope (process-wide: the tests run one at a time).
-class Bf16DotMode {
- public:
-  explicit Bf16DotMode(int mode) { set_bf16_dot_enabled(mode); }
-  ~Bf16DotMode() { set_bf16_dot_enabled(-1); }
-  Bf16DotMode(const Bf16DotMode&) = delete;
-  Bf16DotMode& operator=(const Bf16DotMode&) = delete;
-};
+using bf16_dot_test::Bf16DotMode;
 
 void bf16_expert_cases() {
   check_experts({37, 17, 5, 4, 3, DType::BFloat16, DType::Float32}, 2);   // tails everywhere, odd H and I
