@@ -81,8 +81,8 @@ SvdResult svd_impl(const Tensor& A, bool full_matrices, bool vectors, const char
   SvdResult r;
   r.S = empty(with_vector(batch, k), to_real(A.dtype()));
   if (vectors) {
-    r.U = empty(with_matrix(batch, m, u_cols), A.dtype());
-    r.Vh = empty(with_matrix(batch, vh_rows, n), A.dtype());
+    r.U = new_column_major(batch, m, u_cols, A.dtype());
+    r.Vh = new_column_major(batch, vh_rows, n, A.dtype());
   } else {
     r.U = empty({0}, A.dtype());
     r.Vh = empty({0}, A.dtype());
@@ -96,15 +96,13 @@ SvdResult svd_impl(const Tensor& A, bool full_matrices, bool vectors, const char
     }
     return r;
   }
-  // LAPACK reads column-major, so a row-major copy of A is A^T to it, and A^T = U' S Vh'
-  // means A = Vh'^T S U'^T: gesdd runs on a plain copy of A (no transposition), and
-  // the U' and Vh' it writes column-major are Vh and U row-major. Same singular values
-  // and vectors, without the two transposed copies (in and out) a column-major A costs.
-  Tensor buffer = empty(with_matrix(batch, m, n), A.dtype());
-  buffer.copy_(A.expand(with_matrix(batch, m, n)));
+  // Column-major A, as PyTorch hands it to gesdd: the SVD of A^T (a plain copy) costs
+  // the same and saves the transposed copy, but its singular vectors may differ from
+  // PyTorch's by sign or phase, and users compare them.
+  Tensor buffer = column_major_copy(A, batch);
   Tensor info = zeros(batch, DType::Int32);
-  kernels(A, op).svd(current_context(), {A.dtype(), count, n, m, buffer.data_ptr(), r.S.data_ptr(),
-                                         vectors ? r.Vh.data_ptr() : nullptr, vectors ? r.U.data_ptr() : nullptr,
+  kernels(A, op).svd(current_context(), {A.dtype(), count, m, n, buffer.data_ptr(), r.S.data_ptr(),
+                                         vectors ? r.U.data_ptr() : nullptr, vectors ? r.Vh.data_ptr() : nullptr,
                                          full_matrices, info.data<int32_t>()});
   check_errors(info, op, A.dim() == 2);
   return r;
