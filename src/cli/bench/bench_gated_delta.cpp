@@ -1,20 +1,24 @@
 // `kiln bench --filter gated_delta`: the Gated DeltaNet recurrent step for one decode
 // token at Qwen3.5-35B-A3B / Qwen3-Next shapes (16 key heads, 32 value heads, dk = dv =
 // 128): the float32 state [32, 128, 128] (2 MiB) read and written once, plus q, k, v and
-// the gates. Calls cycle through 30 states, one per DeltaNet layer of Qwen3.5-35B-A3B, so
-// each call meets its state cold as a decode step does (60 MiB in all, past the caches).
+// the gates. Calls cycle through 30 states, one per DeltaNet layer of Qwen3.5-35B-A3B, or
+// more where 30 would not span four times the last-level cache, so each call meets its
+// state cold as a decode step does (in the model a whole token of weights passes between
+// two uses of one state; 60 MiB of states alone left some of them in a 32 MiB L3).
 // The projections around the step are plain linear rows and are benchmarked there.
 // A second row runs the fused decode step (delta_net_decode_out) at the same shapes, and a
 // third the chunked WY prefill (gated_delta_rule_chunked) over a 512-token
 // prompt at the same shapes, against the compute peak measured in the same run.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "cli/bench/harness.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/gated_delta.h"
+#include "kiln/runtime.h"
 
 namespace kiln::bench {
 
@@ -22,7 +26,15 @@ namespace {
 
 constexpr double kRooflineTarget = 0.8;
 constexpr int64_t kKeyHeads = 16, kValueHeads = 32, kHeadDim = 128;
-constexpr int kStates = 30;
+constexpr int kLayerStates = 30;
+
+// States the calls cycle through: one per DeltaNet layer, at least four last-level
+// caches' worth.
+int state_count() {
+  const int64_t state_bytes = kValueHeads * kHeadDim * kHeadDim * static_cast<int64_t>(sizeof(float));
+  const int64_t for_cache = (4 * cpu_info().llc_bytes + state_bytes - 1) / state_bytes;
+  return static_cast<int>(std::clamp<int64_t>(for_cache, kLayerStates, 512));
+}
 constexpr double kPrefillPeakTarget = 0.5;
 constexpr int64_t kPrefillTokens = 512, kChunk = 64;
 
@@ -75,8 +87,9 @@ void add_fused_decode_row(Table& table, bool quick) {
   w.dt_bias = rand({kValueHeads}, DType::Float32, &gen);
   w.norm_weight = rand({kHeadDim}, DType::Float32, &gen);
   w.key_heads = kKeyHeads;
+  const int count = state_count();
   std::vector<Tensor> states, conv_states;
-  for (int s = 0; s < kStates; ++s) {
+  for (int s = 0; s < count; ++s) {
     states.push_back(zeros({kValueHeads, kHeadDim, kHeadDim}));
     conv_states.push_back(zeros({kKernel - 1, channels}));
   }
@@ -86,7 +99,7 @@ void add_fused_decode_row(Table& table, bool quick) {
   row.shape = fmt::format("Hk {} Hv {} dk {} dv {}, conv {}", kKeyHeads, kValueHeads, kHeadDim, kHeadDim, kKernel);
   row.timing = measure(
       [&](int i) {
-        const size_t s = static_cast<size_t>(i % kStates);
+        const size_t s = static_cast<size_t>(i % count);
         delta_net_decode_out(out, qkv, z, a, b, w, conv_states[s], states[s]);
       },
       quick ? 10 : 100, quick ? 0.05 : 0.4);
@@ -111,12 +124,13 @@ const Registrar kRegisterGatedDelta{Suite{
       const Tensor v = rand({1, kValueHeads, kHeadDim}, DType::Float32, &gen);
       const Tensor g = full({1, kValueHeads}, Scalar(-0.1), DType::Float32);
       const Tensor beta = full({1, kValueHeads}, Scalar(0.5), DType::Float32);
+      const int count = state_count();
       std::vector<Tensor> states;
-      for (int s = 0; s < kStates; ++s) states.push_back(zeros({kValueHeads, kHeadDim, kHeadDim}));
+      for (int s = 0; s < count; ++s) states.push_back(zeros({kValueHeads, kHeadDim, kHeadDim}));
       Row row;
       row.group = "gated_delta_rule decode";
       row.shape = fmt::format("Hk {} Hv {} dk {} dv {}, f32 state", kKeyHeads, kValueHeads, kHeadDim, kHeadDim);
-      row.timing = measure([&](int i) { gated_delta_rule(q, k, v, g, beta, states[static_cast<size_t>(i % kStates)]); },
+      row.timing = measure([&](int i) { gated_delta_rule(q, k, v, g, beta, states[static_cast<size_t>(i % count)]); },
                            quick ? 10 : 100, quick ? 0.05 : 0.4);
       const double state_bytes = 4.0 * kValueHeads * kHeadDim * kHeadDim;
       row.bytes = 2.0 * state_bytes + 4.0 * (2 * kKeyHeads * kHeadDim + 2 * kValueHeads * kHeadDim + 2 * kValueHeads);
