@@ -62,9 +62,11 @@ void expect_conv_close(const Tensor& got, const ConvReference& ref, int64_t K, d
 
 TEST(CausalConv1d, MatchesReferenceOverSizes) {
   std::mt19937 rng(1);
-  for (int64_t K : {1, 2, 4}) {
+  for (int64_t K : {1, 2, 4, 5}) {
     for (int64_t C : {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 130}) {
-      for (int64_t T : {0, 1, 5}) {
+      // 1: the channel blocks of a step; more: the token-major prompt (300 tokens split
+      // over threads, 2 shorter than the history of K = 4).
+      for (int64_t T : {0, 1, 2, 5, 300}) {
         for (bool act : {true, false}) {
           SCOPED_TRACE(::testing::Message() << "K " << K << " C " << C << " T " << T << " silu " << act);
           Tensor x = random_tensor({T, C}, rng, 2.0), w = random_tensor({C, K}, rng);
