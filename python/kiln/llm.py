@@ -1,4 +1,5 @@
-"""kiln.llm: run a Hugging Face Mixture-of-Experts checkpoint (qwen3_moe, lfm2_moe).
+"""kiln.llm: run a Hugging Face checkpoint: Mixture-of-Experts (qwen3_moe, lfm2_moe), hybrid
+Gated DeltaNet MoE (qwen3_5_moe, qwen3_next) or dense (qwen3).
 
     model = kiln.llm.load("path/to/Qwen3-30B-A3B", dtype="fp8")
     logits = model.forward(model.tokenizer.encode("Hello"))   # numpy float32 [T, vocab]

@@ -183,7 +183,7 @@ int run(const RunOptions& o) {
 }  // namespace
 
 void register_run_command(CLI::App& app, CommandList& commands) {
-  CLI::App* cmd = app.add_subcommand("run", "Generate text with a Hugging Face MoE checkpoint (qwen3_moe, lfm2_moe)");
+  CLI::App* cmd = app.add_subcommand("run", "Generate text with a Hugging Face checkpoint (qwen3_moe, lfm2_moe, qwen3, qwen3_next, qwen3_5_moe)");
   auto o = std::make_shared<RunOptions>();
   cmd->add_option("--model,-m", o->model_dir, "Folder with config.json, *.safetensors and tokenizer.json")->required();
   cmd->add_option("--prompt,-p", o->prompt, "Prompt text")->required();
