@@ -3,14 +3,19 @@
 //
 // Decode is a bandwidth race. At ~25 GB/s per core a core sees 16 bf16 weights every
 // ~1.3 ns, and the decode must also leave the core free to keep enough cache-line fills
-// in flight. Measured on this Zen 5 VM (one core, weights in L2) the kernels sustain ~3
-// vector instructions per cycle, so instructions per weight is the figure to minimise:
+// in flight. Measured on the Zen 5 VM (one core, weights in L2) the kernels sustain ~3
+// vector instructions per cycle, so instructions per weight is the figure to minimise.
+// Zen 4 runs each 512-bit operation as two 256-bit halves: there (one core, weights in
+// L2, thread CPU time) bf16 decodes ~56 GB/s, far above its DRAM share, but the FP8
+// float32 path below only ~21 GB/s of FP8, under two cores' share of the probe.
 //   - x is converted to f32 once per call and per thread into scratch, in whatever lane
 //     order the weight decode produces, and shared by 8 output rows per pass (8 rows x 2
 //     accumulators hide the FMA latency).
 //   - bf16: a 32-bit lane holds two bf16 weights; `lane << 16` is the even weight as an
 //     f32 and `lane & 0xFFFF0000` the odd one. One load, one shift, one and, two FMAs per
-//     2L weights (~60 G weights/s per core in L2).
+//     2L weights (~60 G weights/s per core in L2). vdpbf16ps on the words as loaded
+//     (the path FP8 takes below) measured no faster from DRAM on Zen 4 (1.01x, 1.05x,
+//     0.75x on 4096x4096, 768x2048, 2048x768), so bf16 keeps the FMAs.
 //   - f16: F16C's vcvtph2ps, one per L weights, exact for every code.
 //   - float8_e4m3fn, every path exact for every code (normal, subnormal, zero), the
 //     decoded value being 2^-8 times the real one (the 2^8 is folded into the scale); the
@@ -18,7 +23,13 @@
 //     . AVX3_DL (AVX-512 VBMI): two 128-entry byte-table lookups (vpermi2b) give the high
 //       and low byte of each weight's bf16 pattern, the sign is OR-ed into the high byte,
 //       two byte unpacks make bf16 words, then the bf16 split above: 14 instructions per
-//       64 weights (~45 G weights/s per core in L2).
+//       64 weights (~45 G weights/s per core in L2 on Zen 5, ~21 on Zen 4).
+//       With AVX512-BF16, where kiln::bf16_dot_enabled(), vdpbf16ps multiplies the words
+//       themselves against x rounded to bf16 (VbmiFp8DotWeights, below): 7 instructions
+//       per 64 weights and row, ~30-35 G weights/s per core in L2 on Zen 4 (1.45-1.6x);
+//       streaming from DRAM on 2 threads, same process, interleaved, 1.1-1.2x the float32
+//       path with the same prefetch (4096x4096, 1536x2048, 2048x768). (On Zen 5 it was
+//       no faster from DRAM, 24.9 vs 28.0 GB/s on one core, with prefetcht0 1 KiB ahead.)
 //     . AVX3: sign-extend bytes to 16 bits, << 4, & 0x87FF | 0x3800: the bf16 pattern
 //       s 0111eeee mmm0000, exponent 112 + e, i.e. 2^(e-7) (1 + m/8) * 2^-8, for every
 //       code with e >= 1; codes with e == 0 (zero, subnormals) get an XOR fix from a
@@ -32,16 +43,14 @@
 //     pattern continues past 448): a quantised weight never holds them, because
 //     quantisation saturates to ±448 and refuses non-finite input, so the kernel does
 //     not spend instructions per weight on turning them back into NaN.
-//     AVX512-BF16's vdpbf16ps on the VBMI-decoded pairs (bf16 activations only, with
-//     DAZ/FTZ) cuts the step to 8 instructions, ~68 G weights/s in L2, but streaming
-//     from DRAM it measured no faster (24.9 vs 28.0 GB/s on one core for 4096x4096,
-//     equal on 2 cores and other shapes), so it is not used.
+//     The FP8 files build AVX3_DL on request (HWY_WANT_AVX3_DL; Highway 1.0.3 leaves it
+//     out otherwise), so their dispatch picks it on CPUs with VBMI (Ice Lake, Zen 4+).
 //   - scales stay out of the inner product: a per-row scale multiplies the final sum;
 //     128x128 block scales multiply each 128-wide block's vector partial sums once
 //     (the 8 rows of a pass always share a row block).
-//   - each step requests the weights 1 KiB further along its row, wrapping into the next
-//     pass near the row's end (Prefetch::kRolling): two cores then stream ~50 GB/s from
-//     DRAM for bf16 and FP8, ~0.9 of the read roofline on large matrices.
+//   - each step requests the weights 2 KiB further along its row into L2 (prefetcht1),
+//     wrapping into the next pass near the row's end (Prefetch::kRolling); why L2 and
+//     not L1 at kPrefetchAheadBytes.
 // Targets without F16C (the scalar baseline) decode through kiln's scalar conversions
 // into a vector buffer: slow, but the same values.
 // Rows are split over the pool in groups of 8 with a grain of kMinChunkBytes of weights,
@@ -336,11 +345,12 @@ enum class Prefetch {
   kRolling,
 };
 // The requests are prefetcht1 (into L2, __builtin_prefetch locality 2), 2 KiB ahead. On
-// the Zen 4 VM, same process, interleaved with the bandwidth probe under load, against
-// prefetcht0 1 KiB ahead (what the Zen 5 VM measured best, keeping the lines in L1):
-// bf16 4096x4096 1.39x, 768x2048 1.39x; FP8 (bf16 dot path) 4096x4096 1.45x, 1536x2048
-// 1.99x; no software prefetch at all was also faster than prefetcht0 (1.27x bf16). A
-// prefetcht0 holds an L1 miss buffer until its line arrives, and L1 has far fewer of
+// the Zen 4 VM (2 threads, same process, interleaved with the bandwidth probe, under
+// load), against prefetcht0 1 KiB ahead (what the Zen 5 VM measured best, keeping the
+// lines in L1): bf16 4096x4096 1.50x, 768x2048 1.46x, 2048x768 1.83x; FP8 (float32 path)
+// 1.11x, 1.61x (1536x2048), 2.10x. No software prefetch at all also beat prefetcht0
+// (bf16 1.27x), and 1 or 4 KiB ahead with prefetcht1 measured within the noise of 2 KiB.
+// A prefetcht0 holds an L1 miss buffer until its line arrives, and L1 has far fewer of
 // those than L2 has, so requests into L1 cap the lines in flight below what DRAM latency
 // needs; with prefetcht1 the L2 holds them and L1's own prefetcher covers the short hop.
 constexpr int64_t kPrefetchAheadBytes = 2048;
@@ -371,8 +381,8 @@ HWY_INLINE void PrefetchStep(const T* p, int64_t step) {
 // VBMI decode's bf16 words with vdpbf16ps against x rounded to bf16, instead of splitting
 // the words into float32 and FMA-ing them: 7 instructions per 64 weights and row instead
 // of 13, which is what decides the speed on Zen 4 (its 512-bit operations take two passes
-// through 256-bit units, so the float32 path decodes only ~22 GB/s of FP8 per core in L2,
-// the dot path ~35; numbers in the header comment).
+// through 256-bit units, so the float32 path decodes only ~21 GB/s of FP8 per core in L2,
+// the dot path ~30-35; figures in the header comment).
 //
 // x is rounded once per call (round to nearest even, NaN quieted, as float_to_bf16_bits),
 // as PyTorch's bf16 models and llama.cpp do, and as kiln's bf16 dot prefill GEMMs do; the
