@@ -129,6 +129,16 @@ inline void expect_close(const Tensor& got, const Reference& ref, int64_t K, con
   }
 }
 
+// On their bf16 dot path (gemv-inl.h) the one-row FP8 kernels round x to bfloat16 first:
+// x's values as the current dispatch target multiplies them, for a float64 reference.
+inline std::vector<double> fp8_gemv_x_values(const Tensor& x) {
+  return cpu::fp8_kernels_round_x_to_bf16() ? values(x.to(DType::BFloat16)) : values(x);
+}
+
+// How far that rounding can move a dot product, relative to its magnitude sum |x w|:
+// round to nearest even with 8 significant bits errs by at most u = 2^-8 of each x.
+inline double fp8_gemv_x_rounding() { return cpu::fp8_kernels_round_x_to_bf16() ? 0x1p-8 : 0.0; }
+
 // Runs `body` once per Highway target the GEMV kernels were compiled for and this CPU
 // supports, with dispatch pinned to it.
 template <typename Body>

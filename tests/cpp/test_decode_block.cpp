@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/moe/moe_kernels.h"
+#include "bf16_dot_mode.h"
 #include "kiln/allocator.h"
 #include "kiln/context.h"
 #include "kiln/error.h"
@@ -110,10 +111,16 @@ TEST(MoeBlockDecode, WideExpertsBitIdenticalToUnfusedChain) {
   }
 }
 
+// Both FP8 decode paths (the bf16 dot one where the CPU has it): the fused block picks
+// the unfused kernels' decoder, so it stays bit-identical either way.
 TEST(MoeBlockDecode, Fp8ExpertsBitIdenticalToUnfusedChain) {
-  expect_bit_identical({256, 128, 8, 2, DType::Float8_e4m3fn, DType::BFloat16, false});
-  expect_bit_identical({256, 128, 8, 2, DType::Float8_e4m3fn, DType::BFloat16, true, true});
-  expect_bit_identical({130, 40, 5, 2, DType::Float8_e4m3fn, DType::Float32, true});
+  for (int mode : {0, 1}) {
+    SCOPED_TRACE(::testing::Message() << "bf16 dot mode " << mode);
+    const bf16_dot_test::Bf16DotMode forced(mode);
+    expect_bit_identical({256, 128, 8, 2, DType::Float8_e4m3fn, DType::BFloat16, false});
+    expect_bit_identical({256, 128, 8, 2, DType::Float8_e4m3fn, DType::BFloat16, true, true});
+    expect_bit_identical({130, 40, 5, 2, DType::Float8_e4m3fn, DType::Float32, true});
+  }
 }
 
 TEST(MoeBlockDecode, RoutingVariantsAndZeroCentredNorm) {
@@ -346,8 +353,12 @@ TEST(AttentionEntryDecode, WideProjectionsBitIdenticalToUnfusedOps) {
 }
 
 TEST(AttentionEntryDecode, Fp8ProjectionsBitIdenticalToUnfusedOps) {
-  expect_entry_bit_identical({256, 4, 2, 64, DType::Float8_e4m3fn});
-  expect_entry_bit_identical({200, 4, 1, 64, DType::Float8_e4m3fn, DType::BFloat16, /*block=*/true});
+  for (int mode : {0, 1}) {
+    SCOPED_TRACE(::testing::Message() << "bf16 dot mode " << mode);
+    const bf16_dot_test::Bf16DotMode forced(mode);
+    expect_entry_bit_identical({256, 4, 2, 64, DType::Float8_e4m3fn});
+    expect_entry_bit_identical({200, 4, 1, 64, DType::Float8_e4m3fn, DType::BFloat16, /*block=*/true});
+  }
 }
 
 TEST(AttentionEntryDecode, GatedZeroCentredPartialRotary) {

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/moe/moe_kernels.h"
+#include "bf16_dot_mode.h"
+#include "kiln/cpu_features.h"
 #include "kiln/ops/linear.h"
 #include "linear_test_util.h"
 
@@ -62,7 +65,9 @@ void check_fp8(DType dt, int64_t M, int64_t N, int64_t K, bool blocked, bool wit
   const Tensor y = linear_fp8(x, q, scale, b);
   ASSERT_EQ(y.sizes(), (Shape{M, N}));
   ASSERT_EQ(y.dtype(), dt);
-  const Reference ref = reference_linear(values(x), dequantized_reference(q, scale),
+  // One row runs the GEMV kernel, which may round x to bf16 (its bf16 dot path); more
+  // rows widen the weights for sgemm and keep x.
+  const Reference ref = reference_linear(M == 1 ? fp8_gemv_x_values(x) : values(x), dequantized_reference(q, scale),
                                          b ? values(*b) : std::vector<double>{}, M, N, K);
   expect_close(y, ref, K, describe(dt, M, N, K, blocked, with_bias));
 }
@@ -88,6 +93,40 @@ TEST(LinearFp8, OneRowSweep) { sweep(kActivationDTypes, {1}); }
 
 TEST(LinearFp8, OneRowSweepOnEachTarget) {
   for_each_target([] { sweep({DType::Float32, DType::BFloat16}, {1}); });
+}
+
+// The one-row FP8 kernels with the bf16 dot switch forced each way, on every target: the
+// float32 path multiplies x as given, the bf16 dot path (AVX3_DL with AVX512-BF16) x
+// rounded to bf16, each checked against the float64 reference of what it multiplies.
+TEST(LinearFp8, OneRowBothBf16DotModesOnEachTarget) {
+  for (int mode : {0, 1}) {
+    SCOPED_TRACE(mode == 0 ? "KILN_BF16_DOT=0" : "bf16 dot on");
+    const bf16_dot_test::Bf16DotMode forced(mode);
+    for_each_target([&] {
+      EXPECT_EQ(cpu::fp8_kernels_round_x_to_bf16(),
+                mode == 1 && cpu_has_bf16_dot() && cpu::fp8_kernels_target() == HWY_AVX3_DL);
+      uint64_t seed = 700;
+      for (DType dt : kActivationDTypes) {
+        for (int64_t K : {1, 63, 64, 65, 127, 128, 129, 300}) {
+          for (int64_t N : {1, 7, 8, 9, 130}) check_fp8(dt, 1, N, K, (K + N) % 2 == 0, K % 3 == 0, seed += 4);
+        }
+      }
+    });
+  }
+}
+
+// The FP8 files ask Highway for AVX3_DL (HWY_WANT_AVX3_DL; Highway 1.0.3 leaves that
+// target out otherwise), and their dispatch picks the best target both this CPU and
+// they have: AVX3_DL on CPUs with AVX-512 VBMI.
+TEST(LinearFp8, KernelsDispatchToTheBestCompiledTarget) {
+  const int64_t usable = cpu::gemv_simd_targets() & hwy::SupportedTargets();
+  ASSERT_NE(usable, 0);
+  EXPECT_EQ(cpu::fp8_kernels_target(), usable & -usable);
+#if HWY_ARCH_X86 && !defined(HWY_COMPILE_ONLY_STATIC)
+  EXPECT_NE(cpu::gemv_simd_targets() & HWY_AVX3_DL, 0);
+  EXPECT_NE(cpu::moe_simd_targets() & HWY_AVX3_DL, 0);
+  if ((hwy::SupportedTargets() & HWY_AVX3_DL) != 0) EXPECT_EQ(cpu::fp8_kernels_target(), HWY_AVX3_DL);
+#endif
 }
 
 TEST(LinearFp8, ManyRowsSweep) { sweep(kActivationDTypes, {2, 7}); }
@@ -161,7 +200,8 @@ TEST(LinearFp8, NonContiguousOperands) {
     for (const Tensor& w : {sliced_w, transposed_w}) {
       for (int64_t M : {1, 3}) {
         const Tensor xm = x.narrow(0, 0, M);
-        const Reference ref = reference_linear(values(xm), dequantized_reference(w, scale), {}, M, N, K);
+        const Reference ref =
+            reference_linear(M == 1 ? fp8_gemv_x_values(xm) : values(xm), dequantized_reference(w, scale), {}, M, N, K);
         expect_close(linear_fp8(xm, w, scale), ref, K,
                      describe(DType::BFloat16, M, N, K, blocked, false) + " w strides " + shape_to_string(w.strides()));
       }

@@ -111,7 +111,8 @@ TEST(MoeExpertsTiled, AgreesWithGemvPath) {
     const int64_t I = c.I + (c.shared ? 3 : 0);
     const double u = unit_roundoff(c.xdtype);
     for (size_t i = 0; i < a.size(); ++i) {
-      // The tiled side may round its activations to bf16 (bf16_dot_rounding); GEMV never does.
+      // One side may round its activations to bf16 (bf16_dot_rounding): the tiled one for
+      // bf16 experts, the GEMV one for FP8 experts; never both.
       const double tol = 2.0 * (u * std::fabs(ref.value[i]) + 2.0 * (c.H + I + 16) * 0x1p-24 * ref.magnitude[i]) +
                          bf16_dot_rounding(c.wdtype) * ref.magnitude[i];
       ASSERT_NEAR(a[i], b[i], tol) << "element " << i;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_dot_mode.h"
 #include "kiln/generator.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
@@ -135,6 +136,9 @@ TEST_F(VulkanGroupedMm, AllFourCasesMatchCpu) {
 }
 
 TEST_F(VulkanGroupedMm, Fp8WeightsMatchCpu) {
+  // The shaders multiply float32 x: the CPU's float32 path is their oracle (the GEMV's
+  // bf16 dot path would round x to bf16 first).
+  const bf16_dot_test::Bf16DotMode float32_cpu(0);
   const int64_t G = 4, N = 40, K = 136;
   const std::vector<int32_t> offs = {2, 2, 5, 9};  // rows 9, 10 past offs[-1]
   const Tensor w = mul(random_base({G, N, K}, DType::Float32, 20), Scalar(0.5)).to(DType::Float8_e4m3fn);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <limits>
 
+#include "bf16_dot_mode.h"
 #include "kiln/generator.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
@@ -193,6 +194,9 @@ TEST_F(VulkanKernels, LinearMatchesCpuForEveryWeightDType) {
 }
 
 TEST_F(VulkanKernels, LinearFp8WithRowAndBlockScalesMatchesCpu) {
+  // The shaders multiply float32 x: the CPU's float32 path is their oracle (its bf16 dot
+  // path would round x to bf16 first).
+  const bf16_dot_test::Bf16DotMode float32_cpu(0);
   for (int64_t K : {5, 128, 129, 300}) {
     for (int64_t N : {3, 130}) {
       SCOPED_TRACE("N=" + std::to_string(N) + " K=" + std::to_string(K));

@@ -108,7 +108,28 @@ def test_moe_experts_fp8_matches_dequantised():
     deq_gu = kiln.dequantize_fp8(q_gu, s_gu).numpy().astype(np.float64).reshape(E, 2 * I, H)
     deq_d = kiln.dequantize_fp8(q_d, s_d).numpy().astype(np.float64).reshape(E, H, I)
     want = reference_experts(x, w.numpy().astype(np.float64), ids.numpy(), deq_gu, deq_d)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # Where the CPU has AVX512-BF16 (and KILN_BF16_DOT is not 0), the one-token FP8 kernel
+    # rounds x and the SwiGLU activations to bfloat16 (tests/cpp/moe_test_util.h derives the
+    # bound: 1.01 * 2^-7 of the magnitude); on the float32 path it stays within 1e-5.
+    magnitude = reference_magnitude(x, w.numpy().astype(np.float64), ids.numpy(), deq_gu, deq_d)
+    assert np.all(np.abs(got - want) <= 1e-5 + 1e-5 * np.abs(want) + 1.01 * 2.0**-7 * magnitude)
+
+
+def reference_magnitude(x, w, ids, gate_up, down):
+    """sum over a token's experts of |w| |down| (1.1 ga |u| + |silu(g)| ua + |silu(g) u|),
+    with ga, ua the gate and up magnitude sums: what bounds the effect of rounding x and
+    the activations (moe_test_util.h)."""
+    x = x.astype(np.float64)
+    inter = gate_up.shape[1] // 2
+    out = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        for j in range(ids.shape[1]):
+            e = ids[t, j]
+            g, u = gate_up[e, :inter] @ x[t], gate_up[e, inter:] @ x[t]
+            ga, ua = np.abs(gate_up[e, :inter]) @ np.abs(x[t]), np.abs(gate_up[e, inter:]) @ np.abs(x[t])
+            act = 1.1 * ga * np.abs(u) + np.abs(silu(g)) * ua + np.abs(silu(g) * u)
+            out[t] += abs(w[t, j]) * (np.abs(down[e]) @ act)
+    return out
 
 
 def test_moe_experts_errors():

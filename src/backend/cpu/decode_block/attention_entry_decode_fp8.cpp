@@ -15,10 +15,13 @@ HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
 
 void AttentionEntryDecodeFp8(const ExecutionContext& ctx, const AttentionEntryDecodeArgs& args) {
-  if (args.q.scale_layout == Fp8ScaleLayout::Block128) {
-    return RunAttentionEntryDecode<Fp8Weights, DType::Float32, true, true>(ctx, args);
-  }
-  return RunAttentionEntryDecode<Fp8Weights, DType::Float32, true, false>(ctx, args);
+  WithFp8Decoder([&](auto dec) HWY_ATTR {
+    using Dec = decltype(dec);
+    if (args.q.scale_layout == Fp8ScaleLayout::Block128) {
+      return RunAttentionEntryDecode<Dec, DType::Float32, true, true>(ctx, args);
+    }
+    RunAttentionEntryDecode<Dec, DType::Float32, true, false>(ctx, args);
+  });
 }
 
 }  // namespace kiln::cpu::HWY_NAMESPACE

@@ -15,8 +15,11 @@ HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
 
 void MoeBlockDecodeFp8(const ExecutionContext& ctx, const MoeBlockDecodeArgs& args) {
-  if (args.scale_layout == Fp8ScaleLayout::Block128) return RunMoeBlockDecode<Fp8Weights, true, true>(ctx, args);
-  return RunMoeBlockDecode<Fp8Weights, true, false>(ctx, args);
+  WithFp8Decoder([&](auto dec) HWY_ATTR {
+    using Dec = decltype(dec);
+    if (args.scale_layout == Fp8ScaleLayout::Block128) return RunMoeBlockDecode<Dec, true, true>(ctx, args);
+    RunMoeBlockDecode<Dec, true, false>(ctx, args);
+  });
 }
 
 }  // namespace kiln::cpu::HWY_NAMESPACE

@@ -3,14 +3,19 @@
 //
 // Decode is a bandwidth race. At ~25 GB/s per core a core sees 16 bf16 weights every
 // ~1.3 ns, and the decode must also leave the core free to keep enough cache-line fills
-// in flight. Measured on this Zen 5 VM (one core, weights in L2) the kernels sustain ~3
-// vector instructions per cycle, so instructions per weight is the figure to minimise:
+// in flight. Measured on the Zen 5 VM (one core, weights in L2) the kernels sustain ~3
+// vector instructions per cycle, so instructions per weight is the figure to minimise.
+// Zen 4 runs each 512-bit operation as two 256-bit halves: there (one core, weights in
+// L2, thread CPU time) bf16 decodes ~56 GB/s, far above its DRAM share, but the FP8
+// float32 path below only ~21 GB/s of FP8, under two cores' share of the probe.
 //   - x is converted to f32 once per call and per thread into scratch, in whatever lane
 //     order the weight decode produces, and shared by 8 output rows per pass (8 rows x 2
 //     accumulators hide the FMA latency).
 //   - bf16: a 32-bit lane holds two bf16 weights; `lane << 16` is the even weight as an
 //     f32 and `lane & 0xFFFF0000` the odd one. One load, one shift, one and, two FMAs per
-//     2L weights (~60 G weights/s per core in L2).
+//     2L weights (~60 G weights/s per core in L2). vdpbf16ps on the words as loaded
+//     (the path FP8 takes below) measured no faster from DRAM on Zen 4 (1.01x, 1.05x,
+//     0.75x on 4096x4096, 768x2048, 2048x768), so bf16 keeps the FMAs.
 //   - f16: F16C's vcvtph2ps, one per L weights, exact for every code.
 //   - float8_e4m3fn, every path exact for every code (normal, subnormal, zero), the
 //     decoded value being 2^-8 times the real one (the 2^8 is folded into the scale); the
@@ -18,7 +23,13 @@
 //     . AVX3_DL (AVX-512 VBMI): two 128-entry byte-table lookups (vpermi2b) give the high
 //       and low byte of each weight's bf16 pattern, the sign is OR-ed into the high byte,
 //       two byte unpacks make bf16 words, then the bf16 split above: 14 instructions per
-//       64 weights (~45 G weights/s per core in L2).
+//       64 weights (~45 G weights/s per core in L2 on Zen 5, ~21 on Zen 4).
+//       With AVX512-BF16, where kiln::bf16_dot_enabled(), vdpbf16ps multiplies the words
+//       themselves against x rounded to bf16 (VbmiFp8DotWeights, below): 7 instructions
+//       per 64 weights and row, ~30-35 G weights/s per core in L2 on Zen 4 (1.45-1.6x);
+//       streaming from DRAM on 2 threads, same process, interleaved, 1.1-1.2x the float32
+//       path with the same prefetch (4096x4096, 1536x2048, 2048x768). (On Zen 5 it was
+//       no faster from DRAM, 24.9 vs 28.0 GB/s on one core, with prefetcht0 1 KiB ahead.)
 //     . AVX3: sign-extend bytes to 16 bits, << 4, & 0x87FF | 0x3800: the bf16 pattern
 //       s 0111eeee mmm0000, exponent 112 + e, i.e. 2^(e-7) (1 + m/8) * 2^-8, for every
 //       code with e >= 1; codes with e == 0 (zero, subnormals) get an XOR fix from a
@@ -32,16 +43,14 @@
 //     pattern continues past 448): a quantised weight never holds them, because
 //     quantisation saturates to ±448 and refuses non-finite input, so the kernel does
 //     not spend instructions per weight on turning them back into NaN.
-//     AVX512-BF16's vdpbf16ps on the VBMI-decoded pairs (bf16 activations only, with
-//     DAZ/FTZ) cuts the step to 8 instructions, ~68 G weights/s in L2, but streaming
-//     from DRAM it measured no faster (24.9 vs 28.0 GB/s on one core for 4096x4096,
-//     equal on 2 cores and other shapes), so it is not used.
+//     The FP8 files build AVX3_DL on request (HWY_WANT_AVX3_DL; Highway 1.0.3 leaves it
+//     out otherwise), so their dispatch picks it on CPUs with VBMI (Ice Lake, Zen 4+).
 //   - scales stay out of the inner product: a per-row scale multiplies the final sum;
 //     128x128 block scales multiply each 128-wide block's vector partial sums once
 //     (the 8 rows of a pass always share a row block).
-//   - each step requests the weights 1 KiB further along its row, wrapping into the next
-//     pass near the row's end (Prefetch::kRolling): two cores then stream ~50 GB/s from
-//     DRAM for bf16 and FP8, ~0.9 of the read roofline on large matrices.
+//   - each step requests the weights 2 KiB further along its row into L2 (prefetcht1),
+//     wrapping into the next pass near the row's end (Prefetch::kRolling); why L2 and
+//     not L1 at kPrefetchAheadBytes.
 // Targets without F16C (the scalar baseline) decode through kiln's scalar conversions
 // into a vector buffer: slow, but the same values.
 // Rows are split over the pool in groups of 8 with a grain of kMinChunkBytes of weights,
@@ -56,7 +65,6 @@
 #endif
 
 #include <hwy/aligned_allocator.h>
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 #include <kiln/scalar_types.h>
 
@@ -69,6 +77,7 @@
 #include "backend/cpu/common/codecs-inl.h"
 #include "backend/cpu/common/fp8_decode-inl.h"
 #include "backend/cpu/linear/linear_kernels.h"
+#include "kiln/cpu_features.h"
 #include "kiln/error.h"
 #include "kiln/int_math.h"
 
@@ -330,14 +339,21 @@ enum class Prefetch {
   kNextPass,
   // kPrefetchAheadBytes further along the same row; within the last stretch of a row, the
   // same offset in the row R further on instead (the start of the next pass), so a pass
-  // begins with its first lines in flight. The lead, R x 1 KiB, is short enough that the
-  // lines are still in L1 when read, which a whole pass ahead is not once R rows plus x
-  // outgrow L1 (8 FP8 rows of K = 4096 and x take 48 KiB). Measured on 2 threads over the
-  // decode shapes, the one-row linear with 8-row passes and this prefetch streams 1.08x
-  // (bf16) to 1.25x (FP8) faster than with 4-row passes and kNextPass.
+  // begins with its first lines in flight. Measured on 2 threads over the decode shapes
+  // (Zen 5), the one-row linear with 8-row passes and this prefetch streams 1.08x (bf16)
+  // to 1.25x (FP8) faster than with 4-row passes and kNextPass.
   kRolling,
 };
-constexpr int64_t kPrefetchAheadBytes = 1024;
+// The requests are prefetcht1 (into L2, __builtin_prefetch locality 2), 2 KiB ahead. On
+// the Zen 4 VM (2 threads, same process, interleaved with the bandwidth probe, under
+// load), against prefetcht0 1 KiB ahead (what the Zen 5 VM measured best, keeping the
+// lines in L1): bf16 4096x4096 1.50x, 768x2048 1.46x, 2048x768 1.83x; FP8 (float32 path)
+// 1.11x, 1.61x (1536x2048), 2.10x. No software prefetch at all also beat prefetcht0
+// (bf16 1.27x), and 1 or 4 KiB ahead with prefetcht1 measured within the noise of 2 KiB.
+// A prefetcht0 holds an L1 miss buffer until its line arrives, and L1 has far fewer of
+// those than L2 has, so requests into L1 cap the lines in flight below what DRAM latency
+// needs; with prefetcht1 the L2 holds them and L1's own prefetcher covers the short hop.
+constexpr int64_t kPrefetchAheadBytes = 2048;
 
 // Offset (elements) from a step's address at k to the weights it requests.
 template <Prefetch P, int R, typename T>
@@ -355,14 +371,174 @@ template <typename T>
 HWY_INLINE void PrefetchStep(const T* p, int64_t step) {
   constexpr int64_t kLine = 64;
   const char* bytes = reinterpret_cast<const char*>(p);
-  for (int64_t off = 0; off < step * static_cast<int64_t>(sizeof(T)); off += kLine) hwy::Prefetch(bytes + off);
+  for (int64_t off = 0; off < step * static_cast<int64_t>(sizeof(T)); off += kLine) {
+    __builtin_prefetch(bytes + off, /*rw=*/0, /*locality=*/2);
+  }
 }
 
-// sums[r] = sum_k x[k] * decoded W[r, k], over R rows starting at w with row stride ldw.
-// kBlocked: each 128-wide block's partial sums are multiplied by block_scale[block].
-template <class Dec, int R, bool kBlocked, Prefetch P = Prefetch::kNextPass>
-HWY_INLINE void DotRows(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, const float* HWY_RESTRICT xs, int64_t K,
-                        const float* HWY_RESTRICT block_scale, float* HWY_RESTRICT sums) {
+// ---- the bf16 dot path (AVX512-BF16's vdpbf16ps, FP8 weights on AVX3_DL) ----
+// Where kiln::bf16_dot_enabled() (kiln/cpu_features.h), the FP8 kernels multiply the
+// VBMI decode's bf16 words with vdpbf16ps against x rounded to bf16, instead of splitting
+// the words into float32 and FMA-ing them: 7 instructions per 64 weights and row instead
+// of 13, which is what decides the speed on Zen 4 (its 512-bit operations take two passes
+// through 256-bit units, so the float32 path decodes only ~21 GB/s of FP8 per core in L2,
+// the dot path ~30-35; figures in the header comment).
+//
+// x is rounded once per call (round to nearest even, NaN quieted, as float_to_bf16_bits),
+// as PyTorch's bf16 models and llama.cpp do, and as kiln's bf16 dot prefill GEMMs do; the
+// MoE kernels round their SwiGLU activations before the down projection the same way.
+// vdpbf16ps adds the two exact products of a word pair to the float32 lane, rounding each
+// add, and reads subnormal inputs as zero: the decoded weights are never subnormal, and
+// an x below 2^-126 in magnitude counts as zero.
+#undef KILN_GEMV_BF16_DOT
+#if HWY_TARGET == HWY_AVX3_DL
+#define KILN_GEMV_BF16_DOT 1
+#else
+#define KILN_GEMV_BF16_DOT 0
+#endif
+
+#if KILN_GEMV_BF16_DOT
+// The dot kernel carries the instruction's target on top of this target's, so it is only
+// called (never inlined) from code of this target, and only after bf16_dot_enabled().
+#undef KILN_GEMV_BF16_DOT_ATTR
+#define KILN_GEMV_BF16_DOT_ATTR __attribute__((target(HWY_TARGET_STR ",avx512bf16")))
+
+// float32 lanes -> their bf16 patterns (float_to_bf16_bits) in the low 16 bits.
+HWY_INLINE __m512i RoundToBf16Lanes(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
+  const __mmask16 nan =
+      _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  return _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+}
+
+// vpermt2w indices: the even words of two vectors (the low halves of 32 lanes), and the
+// FP8 decode's native word order (fp8_decode-inl.h) of 64 words in natural order.
+struct DotWordIndices {
+  alignas(64) uint16_t even[32] = {};
+  alignas(64) uint16_t native[64] = {};
+  constexpr DotWordIndices() {
+    for (int i = 0; i < 32; ++i) even[i] = static_cast<uint16_t>(2 * i);
+    for (int w = 0; w < 64; ++w) native[w] = static_cast<uint16_t>(fp8::detail::NativeSourceOf(w));
+  }
+};
+inline constexpr DotWordIndices kDotWordIndices{};
+
+// 32 floats at p -> their bf16 patterns in one vector, natural order.
+HWY_INLINE __m512i RoundToBf16Words(const float* HWY_RESTRICT p) {
+  return _mm512_permutex2var_epi16(RoundToBf16Lanes(_mm512_loadu_ps(p)), _mm512_load_si512(kDotWordIndices.even),
+                                   RoundToBf16Lanes(_mm512_loadu_ps(p + 16)));
+}
+
+// FP8 weights for the dot kernel: a step is VbmiFp8Weights' 64 weights, decoded to two
+// vectors of bf16 words in the native order. ArrangeX rounds the step's x to bf16 in the
+// same order and stores the 64 words over the step's first 32 floats (the rest of the
+// step is unused), so x scratch sizes, strides and zero padding are the float32 path's.
+struct VbmiFp8DotWeights {
+  using T = uint8_t;
+  static constexpr int kVecs = 4;
+  static constexpr bool kPermutesX = true;
+  static constexpr bool kBf16Dot = true;
+  static constexpr int kWordVecs = 2;
+  static constexpr float kDecodedPerReal = detail::exp2_float(-8);
+  static void ArrangeX(float* HWY_RESTRICT step) {
+    const __m512i first = RoundToBf16Words(step), second = RoundToBf16Words(step + 32);
+    const __m512i w0 = _mm512_permutex2var_epi16(first, _mm512_load_si512(kDotWordIndices.native), second);
+    const __m512i w1 = _mm512_permutex2var_epi16(first, _mm512_load_si512(kDotWordIndices.native + 32), second);
+    _mm512_storeu_si512(step, w0);
+    _mm512_storeu_si512(step + 16, w1);
+  }
+  HWY_INLINE void LoadWords(const T* HWY_RESTRICT p, __m512i* words) const {
+    fp8::VU16 v[2];
+    fp8::Bf16Native<fp8::Kernel>(p, v);
+    words[0] = v[0].raw;
+    words[1] = v[1].raw;
+  }
+};
+
+// DotRows (same contract, same prefetch) for a kBf16Dot decoder and x arranged by it.
+template <class Dec, int R, bool kBlocked, Prefetch P>
+KILN_GEMV_BF16_DOT_ATTR HWY_NOINLINE void DotRowsBf16Dot(const typename Dec::T* HWY_RESTRICT w, int64_t ldw,
+                                                         const float* HWY_RESTRICT xs, int64_t K,
+                                                         const float* HWY_RESTRICT block_scale,
+                                                         float* HWY_RESTRICT sums) {
+  using T = typename Dec::T;
+  constexpr int W = Dec::kWordVecs;
+  constexpr int64_t kStep = Dec::kVecs * 16;
+  const Dec dec;
+  const int64_t block = kBlocked ? kFp8ScaleBlock : K;
+  __m512 total[R];
+  __m512 acc[R][W];
+  for (int r = 0; r < R; ++r) total[r] = _mm512_setzero_ps();
+  const auto dot_step = [&](int64_t k, const T* const* rows) KILN_GEMV_BF16_DOT_ATTR {
+    __m512i x[W];
+    for (int j = 0; j < W; ++j) x[j] = _mm512_loadu_si512(xs + k + 16 * j);
+    for (int r = 0; r < R; ++r) {
+      __m512i words[W];
+      dec.LoadWords(rows[r], words);
+      for (int j = 0; j < W; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], (__m512bh)words[j], (__m512bh)x[j]);
+    }
+  };
+  for (int64_t kb = 0; kb < K; kb += block) {
+    const int64_t kend = std::min(K, kb + block);
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < W; ++j) acc[r][j] = _mm512_setzero_ps();
+    }
+    const T* rows[R];
+    int64_t k = kb;
+    for (; k + kStep <= kend; k += kStep) {
+      const int64_t ahead = PrefetchOffset<P, R, T>(k, K, ldw);
+      for (int r = 0; r < R; ++r) {
+        rows[r] = w + r * ldw + k;
+        PrefetchStep(rows[r] + ahead, kStep);
+      }
+      dot_step(k, rows);
+    }
+    if (k < kend) {
+      // The tail through zero-padded copies (x is zero past K).
+      alignas(64) T tail[R][kStep] = {};
+      for (int r = 0; r < R; ++r) {
+        std::memcpy(tail[r], w + r * ldw + k, static_cast<size_t>(kend - k) * sizeof(T));
+        rows[r] = tail[r];
+      }
+      dot_step(k, rows);
+    }
+    for (int r = 0; r < R; ++r) {
+      __m512 sum = acc[r][0];
+      for (int j = 1; j < W; ++j) sum = _mm512_add_ps(sum, acc[r][j]);
+      total[r] = kBlocked ? _mm512_fmadd_ps(sum, _mm512_set1_ps(block_scale[kb / kFp8ScaleBlock]), total[r]) : sum;
+    }
+  }
+  for (int r = 0; r < R; ++r) sums[r] = hn::GetLane(hn::SumOfLanes(DF(), VF{total[r]}));
+}
+#endif  // KILN_GEMV_BF16_DOT
+
+// Calls fn(decoder) with the FP8 decoder of this call: the bf16 dot one where this target
+// has it and kiln::bf16_dot_enabled(), else Fp8Weights. The fused decode blocks choose
+// the same way as the unfused kernels, so they stay bit-identical to them.
+template <class Fn>
+HWY_INLINE void WithFp8Decoder(Fn&& fn) {
+#if KILN_GEMV_BF16_DOT
+  if (bf16_dot_enabled()) return fn(VbmiFp8DotWeights());
+#endif
+  fn(Fp8Weights());
+}
+
+// Whether Dec is a bf16 dot decoder (its x is arranged as bf16 words).
+template <class Dec>
+constexpr bool IsBf16Dot() {
+  if constexpr (requires { Dec::kBf16Dot; }) {
+    return Dec::kBf16Dot;
+  } else {
+    return false;
+  }
+}
+
+// DotRows for the float32 decoders: decoded vectors times x with FMAs.
+template <class Dec, int R, bool kBlocked, Prefetch P>
+HWY_INLINE void DotRowsFma(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, const float* HWY_RESTRICT xs, int64_t K,
+                           const float* HWY_RESTRICT block_scale, float* HWY_RESTRICT sums) {
   constexpr int V = Dec::kVecs;
   // Accumulators per row: one per decoded vector while R * V <= 16, else fewer (vector v
   // adds into accumulator v % A), leaving registers for x, the decode tables and
@@ -413,6 +589,18 @@ HWY_INLINE void DotRows(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, cons
     }
   }
   for (int r = 0; r < R; ++r) sums[r] = hn::GetLane(hn::SumOfLanes(df, total[r]));
+}
+
+// sums[r] = sum_k x[k] * decoded W[r, k], over R rows starting at w with row stride ldw,
+// x prepared for Dec (PrepareX). kBlocked: each 128-wide block's partial sums are
+// multiplied by block_scale[block].
+template <class Dec, int R, bool kBlocked, Prefetch P = Prefetch::kNextPass>
+HWY_INLINE void DotRows(const typename Dec::T* HWY_RESTRICT w, int64_t ldw, const float* HWY_RESTRICT xs, int64_t K,
+                        const float* HWY_RESTRICT block_scale, float* HWY_RESTRICT sums) {
+#if KILN_GEMV_BF16_DOT
+  if constexpr (IsBf16Dot<Dec>()) DotRowsBf16Dot<Dec, R, kBlocked, P>(w, ldw, xs, K, block_scale, sums);
+#endif
+  if constexpr (!IsBf16Dot<Dec>()) DotRowsFma<Dec, R, kBlocked, P>(w, ldw, xs, K, block_scale, sums);
 }
 
 // Output rows [n0, n1) of one call: n0 is a multiple of kGemvRowsPerPass, so a pass never

@@ -20,22 +20,34 @@ namespace kiln::cpu::HWY_NAMESPACE {
 
 using Fp8GemvFn = void (*)(ThreadPool&, const LinearWeight&, const LinearActivations&, float*);
 
-template <DType kOut>
+template <class Dec, DType kOut>
 Fp8GemvFn Fp8GemvFor(Fp8ScaleLayout layout) {
-  return layout == Fp8ScaleLayout::Block128 ? &RunGemv<Fp8Weights, kOut, true, true>
-                                            : &RunGemv<Fp8Weights, kOut, true, false>;
+  return layout == Fp8ScaleLayout::Block128 ? &RunGemv<Dec, kOut, true, true> : &RunGemv<Dec, kOut, true, false>;
+}
+
+template <class Dec>
+Fp8GemvFn Fp8GemvOf(DType act, Fp8ScaleLayout layout) {
+  switch (act) {
+    case DType::Float32: return Fp8GemvFor<Dec, DType::Float32>(layout);
+    case DType::BFloat16: return Fp8GemvFor<Dec, DType::BFloat16>(layout);
+    case DType::Float16: return Fp8GemvFor<Dec, DType::Float16>(layout);
+    default: fail(ErrorKind::Type, "linear_fp8", "unsupported activation dtype {}", dtype_name(act));
+  }
 }
 
 void GemvFp8(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* x_scratch) {
   Fp8GemvFn fn = nullptr;
-  switch (act.dtype) {
-    case DType::Float32: fn = Fp8GemvFor<DType::Float32>(w.scale_layout); break;
-    case DType::BFloat16: fn = Fp8GemvFor<DType::BFloat16>(w.scale_layout); break;
-    case DType::Float16: fn = Fp8GemvFor<DType::Float16>(w.scale_layout); break;
-    default: fail(ErrorKind::Type, "linear_fp8", "unsupported activation dtype {}", dtype_name(act.dtype));
-  }
+  WithFp8Decoder([&](auto dec) HWY_ATTR { fn = Fp8GemvOf<decltype(dec)>(act.dtype, w.scale_layout); });
   fn(pool, w, act, x_scratch);
 }
+
+bool Fp8KernelsRoundX() {
+  bool rounds = false;
+  WithFp8Decoder([&](auto dec) HWY_ATTR { rounds = IsBf16Dot<decltype(dec)>(); });
+  return rounds;
+}
+
+int64_t Fp8KernelsTarget() { return HWY_TARGET; }
 
 // out[r, k] = decoded W[n0 + r, k] * scale, with the decode's 2^8 folded into the scale:
 // the same values the GEMV kernel multiplies, decoded straight into natural order
@@ -88,6 +100,8 @@ namespace kiln::cpu {
 
 HWY_EXPORT(GemvFp8);
 HWY_EXPORT(Fp8RowsToF32);
+HWY_EXPORT(Fp8KernelsRoundX);
+HWY_EXPORT(Fp8KernelsTarget);
 
 void gemv_fp8(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act, float* x_scratch) {
   HWY_DYNAMIC_DISPATCH(GemvFp8)(pool, w, act, x_scratch);
@@ -96,6 +110,10 @@ void gemv_fp8(ThreadPool& pool, const LinearWeight& w, const LinearActivations& 
 // This file is built for the most targets (AVX3_DL too), a superset of the other
 // gemv_<dtype>.cpp files'.
 int64_t gemv_simd_targets() { return HWY_TARGETS; }
+
+bool fp8_kernels_round_x_to_bf16() { return HWY_DYNAMIC_DISPATCH(Fp8KernelsRoundX)(); }
+
+int64_t fp8_kernels_target() { return HWY_DYNAMIC_DISPATCH(Fp8KernelsTarget)(); }
 
 void fp8_rows_to_f32(const LinearWeight& w, int64_t n0, int64_t rows, float* out) {
   HWY_DYNAMIC_DISPATCH(Fp8RowsToF32)(w, n0, rows, out);

@@ -43,6 +43,13 @@ GemvFn gemv_for(DType weight_dtype);
 // (a kernel without that target then runs its best lower one).
 int64_t gemv_simd_targets();
 
+// The one-row FP8 kernels (gemv_fp8, the MoE decode experts, the fused decode blocks),
+// all compiled for the same targets: the Highway target (HWY_* bit) they dispatch to now,
+// and whether they now take the bf16 dot path (gemv-inl.h), which rounds x and the MoE
+// activations to bfloat16 (kiln::bf16_dot_enabled() on a target that has the path).
+int64_t fp8_kernels_target();
+bool fp8_kernels_round_x_to_bf16();
+
 // Decodes `rows` rows of a float8_e4m3fn weight starting at row n0 into a contiguous
 // float32 [rows, K] panel with the scales applied, exactly as the GEMV kernel reads them
 // (so codes 0x7F/0xFF read as ±480, see gemv-inl.h).

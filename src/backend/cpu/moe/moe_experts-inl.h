@@ -96,7 +96,8 @@ struct MoeKernel {
   }
 
   // act = silu(gate) * up, zero-padded to whole steps and put in the decoder's order:
-  // it is the x of the down projection.
+  // it is the x of the down projection (a bf16 dot decoder rounds it to bf16 there, as
+  // PrepareX does the tokens; gemv-inl.h).
   void FinishSlot(int64_t slot) const {
     const int64_t inter = expert(plan.expert_of_slot[slot]).inter;
     float* row = act + slot * act_stride;

@@ -15,8 +15,11 @@ HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::HWY_NAMESPACE {
 
 void MoeExpertsFp8(ThreadPool& pool, const MoeExpertsArgs& args, const MoePlan& plan) {
-  if (args.scale_layout == Fp8ScaleLayout::Block128) return RunMoeExperts<Fp8Weights, true, true>(pool, args, plan);
-  RunMoeExperts<Fp8Weights, true, false>(pool, args, plan);
+  WithFp8Decoder([&](auto dec) HWY_ATTR {
+    using Dec = decltype(dec);
+    if (args.scale_layout == Fp8ScaleLayout::Block128) return RunMoeExperts<Dec, true, true>(pool, args, plan);
+    RunMoeExperts<Dec, true, false>(pool, args, plan);
+  });
 }
 
 }  // namespace kiln::cpu::HWY_NAMESPACE
