@@ -164,6 +164,41 @@ TEST(LinalgRecursiveLu, PivotsInfoAndFactorsLikeGetrfEveryShapeAndDtype) {
   }
 }
 
+// The updates' column blocks shared by a team of threads: the pivots and info one thread
+// gives and factors within the same bound (not bit for bit: OpenBLAS's edge tiles round
+// differently, and the blocks' edges move with the team), for pools of 2 and 3 threads
+// and for a call from inside a pool chunk (which runs alone).
+template <typename T>
+void same_on_every_team(ThreadPool& two, ThreadPool& three) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{256, 256}, {300, 200}, {200, 300}, {513, 130}}) {
+    const Matrix<T> a = gaussian<T>(m, n, 99 + m);
+    Matrix<T> alone = a;
+    const Lu ref = by_recursion(alone, m, n, nullptr);
+    for (ThreadPool* pool : {&two, &three}) {
+      Matrix<T> shared = a;
+      const Lu got = by_recursion(shared, m, n, pool);
+      EXPECT_EQ(got.info, ref.info);
+      ASSERT_EQ(got.pivots, ref.pivots) << m << "x" << n << " " << pool->num_threads() << " threads";
+      EXPECT_LE(residual_in_ku(a, shared, got.pivots, m, n), 4.0) << m << "x" << n;
+    }
+    Matrix<T> nested = a;
+    Lu inside;
+    two.parallel_for(2, 1, [&](int64_t begin, int64_t) {
+      if (begin == 0) inside = by_recursion(nested, m, n, &two);
+    });
+    EXPECT_EQ(inside.pivots, ref.pivots);
+    EXPECT_TRUE(nested == alone);  // alone inside a chunk: the one-thread path exactly
+  }
+}
+
+TEST(LinalgRecursiveLu, ThreadTeamsGiveTheOneThreadResult) {
+  ThreadPool two(2), three(3);
+  same_on_every_team<float>(two, three);
+  same_on_every_team<double>(two, three);
+  same_on_every_team<cl::c64>(two, three);
+  same_on_every_team<cl::c128>(two, three);
+}
+
 template <typename T>
 void singular_and_ties(ThreadPool* pool) {
   // Exact zero columns (they stay exactly zero through elimination): info is the first,
