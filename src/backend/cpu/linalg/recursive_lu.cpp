@@ -20,15 +20,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <memory>
-#include <thread>
 #include <type_traits>
 #include <utility>
 
 #include "backend/cpu/linalg/isa_clones.h"
 #include "backend/cpu/linalg/linalg_common.h"
 #include "backend/cpu/matmul/blas_buffer_guard.h"
-#include "kiln/error.h"
 #include "kiln/int_math.h"
 
 namespace kiln::cpu::linalg {
@@ -39,7 +36,7 @@ namespace {
 constexpr int64_t kLeafColumns = 16;
 // Column blocks of the parallel update are multiples of this (the gemm kernels' widest
 // register tile), hold at least kMinChunkMacs multiply-adds (~10 us of single-core
-// complex64 gemm at these shapes, well above the pool's wake-up cost), and number at
+// complex64 gemm at these shapes, more than a spinning worker's pick-up), and number at
 // most kBlocksPerThread per thread (each block is a gemm call that packs A21 again).
 constexpr int64_t kChunkAlign = 8;
 constexpr double kMinChunkMacs = 1 << 17;
@@ -263,137 +260,59 @@ void update_columns(T* a, int64_t m, int64_t n1, int64_t lda, const int32_t* piv
   }
 }
 
-// One update's column blocks, as the team (below) shares them.
-struct Update {
-  void* a;
-  int64_t m, n1, n2, lda;
-  const int32_t* pivots;
-  int64_t width, count;  // blocks of `width` columns, the last one shorter
-  void (*run)(const Update& u, int64_t block);
-  std::atomic<int64_t> next{0};  // the next block to claim
-  std::atomic<int64_t> done{0};  // blocks finished
-};
-
+// The whole right-hand block [A12; A22] (n2 columns). With a pool, in column blocks of
+// at least kMinChunkMacs multiply-adds, at most kBlocksPerThread per thread, that the
+// threads claim one at a time: a worker slow to wake (a parked pool worker takes 50+ us
+// on a VM, about a block's time) or one that loses its core to another process leaves
+// its share to the others instead of holding the call up by a whole static half.
+//
+// Tried and dropped: keeping the pool's threads spinning for the whole factorisation
+// (a team that claims each update's blocks as the caller posts them, no wake-ups). On
+// the shared 2-vCPU machine the spinning helper and the caller often landed on one core
+// (the scheduler places a wakee next to its waker when the other core is busy), where
+// the spinning took whole time slices from the caller: 256 x 256 complex64 took 2-3x
+// getrf's time; with sched_yield in the spin it handed the core to other processes
+// instead and missed the updates.
 template <typename T>
-void run_block(const Update& u, int64_t b) {
-  update_columns(static_cast<T*>(u.a), u.m, u.n1, u.lda, u.pivots, b * u.width, std::min(u.n2, (b + 1) * u.width));
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
-// The pool's threads for one whole factorisation: the caller runs the recursion and
-// posts each large update; the other threads wait spinning (the gaps between updates
-// are a leaf or two, tens of microseconds) and claim its column blocks, as does the
-// caller, which then waits for the blocks still running. A pool worker parks after
-// ~20 us idle and takes 50+ us to wake on a VM, about one block's time: woken per
-// update, it arrived when the caller had claimed nearly every block (measured: the
-// caller did ~90% of the work). Posted updates are never changed or moved (a fixed
-// array, one claim counter each), so a thread that falls behind only finds their
-// blocks taken. A thread that loses its core holding a block delays the caller by that
-// block: on a machine shared with other work the blocks should stay small.
-class Team {
- public:
-  explicit Team(int64_t capacity) : updates_(new Update[static_cast<size_t>(capacity)]), capacity_(capacity) {}
-
-  // Runs the update's blocks on this thread and whichever helpers come; returns when all
-  // are done.
-  template <typename T>
-  void run(T* a, int64_t m, int64_t n1, int64_t n2, int64_t lda, const int32_t* pivots, int64_t width,
-           int64_t count) {
-    const int64_t index = posted_.load(std::memory_order_relaxed);
-    KILN_CHECK(index < capacity_, "lu_factor", "internal: more updates than the recursion makes");
-    Update& u = updates_[index];
-    u.a = a;
-    u.m = m;
-    u.n1 = n1;
-    u.n2 = n2;
-    u.lda = lda;
-    u.pivots = pivots;
-    u.width = width;
-    u.count = count;
-    u.run = &run_block<T>;
-    posted_.store(index + 1, std::memory_order_release);
-    work_on(u);
-    for (int spins = 1; u.done.load(std::memory_order_acquire) < count; ++spins) {
-      cpu_relax();
-      if (spins % 256 == 0) std::this_thread::yield();
-    }
-  }
-
-  // A helper thread: takes part in every update posted until finish().
-  void help() {
-    int64_t seen = 0;
-    int idle = 0;
-    for (;;) {
-      if (seen < posted_.load(std::memory_order_acquire)) {
-        work_on(updates_[seen++]);
-        idle = 0;
-        continue;
-      }
-      if (finished_.load(std::memory_order_acquire)) return;
-      cpu_relax();
-      // On a machine shared with other work, let its threads run while nothing is posted.
-      if (++idle % 256 == 0) std::this_thread::yield();
-    }
-  }
-
-  void finish() { finished_.store(true, std::memory_order_release); }
-
- private:
-  static void work_on(Update& u) {
-    for (int64_t b = u.next.fetch_add(1, std::memory_order_relaxed); b < u.count;
-         b = u.next.fetch_add(1, std::memory_order_relaxed)) {
-      u.run(u, b);
-      u.done.fetch_add(1, std::memory_order_release);
-    }
-  }
-
-  std::unique_ptr<Update[]> updates_;
-  int64_t capacity_;
-  std::atomic<int64_t> posted_{0};
-  std::atomic<bool> finished_{false};
-};
-
-// The whole right-hand block [A12; A22] (n2 columns): with a team, in column blocks of
-// at least kMinChunkMacs multiply-adds, at most kBlocksPerThread per thread.
-template <typename T>
-void update_right(Team* team, int threads, T* a, int64_t m, int64_t n1, int64_t n2, int64_t lda,
-                  const int32_t* pivots) {
+void update_right(ThreadPool* pool, T* a, int64_t m, int64_t n1, int64_t n2, int64_t lda, const int32_t* pivots) {
   // Multiply-adds per column: the solve n1^2 / 2, the gemm (m - n1) n1.
   const double per_column = static_cast<double>(n1) * (static_cast<double>(n1) / 2 + static_cast<double>(m - n1));
+  const int threads = pool == nullptr ? 1 : pool->num_threads();
   const int64_t by_work = static_cast<int64_t>(per_column * static_cast<double>(n2) / kMinChunkMacs);
   const int64_t blocks = std::min<int64_t>({by_work, int64_t{kBlocksPerThread} * threads, ceil_div(n2, kChunkAlign)});
-  if (team == nullptr || blocks < 2) {
+  if (threads == 1 || blocks < 2) {
     update_columns(a, m, n1, lda, pivots, 0, n2);
     return;
   }
   const int64_t width = ceil_div(ceil_div(n2, blocks), kChunkAlign) * kChunkAlign;
-  team->run(a, m, n1, n2, lda, pivots, width, ceil_div(n2, width));
+  const int64_t count = ceil_div(n2, width);
+  std::atomic<int64_t> next{0};
+  pool->parallel_for(threads, 1, [&](int64_t, int64_t) {
+    const BlasBufferGuard guard;
+    for (int64_t b = next.fetch_add(1, std::memory_order_relaxed); b < count;
+         b = next.fetch_add(1, std::memory_order_relaxed)) {
+      update_columns(a, m, n1, lda, pivots, b * width, std::min(n2, (b + 1) * width));
+    }
+  });
 }
 
 template <typename T>
-int32_t factor(Team* team, int threads, T* a, int64_t m, int64_t n, int64_t lda, int32_t* pivots) {
+int32_t factor(ThreadPool* pool, T* a, int64_t m, int64_t n, int64_t lda, int32_t* pivots) {
   const int64_t k = std::min(m, n);
   if (k == 0) return 0;
   if (n <= kLeafColumns) return leaf(a, m, n, lda, pivots);
   if (k <= kLeafColumns) {
     // Wide and short: the leading m x m block by the leaf, then the rest of U.
     const int32_t info = leaf(a, m, k, lda, pivots);
-    update_right(team, threads, a, m, k, n - k, lda, pivots);
+    update_right(pool, a, m, k, n - k, lda, pivots);
     return info;
   }
   // Split at a multiple of the leaf width so that the leaves are full panels.
   const int64_t n1 = std::max(kLeafColumns, k / 2 / kLeafColumns * kLeafColumns);
   const int64_t n2 = n - n1;
-  const int32_t info_left = factor(team, threads, a, m, n1, lda, pivots);
-  update_right(team, threads, a, m, n1, n2, lda, pivots);
-  const int32_t info_right = factor(team, threads, a + n1 + n1 * lda, m - n1, n2, lda, pivots + n1);
+  const int32_t info_left = factor(pool, a, m, n1, lda, pivots);
+  update_right(pool, a, m, n1, n2, lda, pivots);
+  const int32_t info_right = factor(pool, a + n1 + n1 * lda, m - n1, n2, lda, pivots + n1);
   const int64_t k2 = std::min(m - n1, n2);
   for (int64_t i = n1; i < n1 + k2; ++i) pivots[i] += static_cast<int32_t>(n1);
   swap_rows(a, lda, n1, pivots, n1, n1 + k2);
@@ -401,64 +320,31 @@ int32_t factor(Team* team, int threads, T* a, int64_t m, int64_t n, int64_t lda,
   return info_right != 0 ? info_right + static_cast<int32_t>(n1) : 0;
 }
 
-// Updates factor() posts at most: one per call that splits (every call above the leaf
-// width, fewer than 2 per leaf) or finishes a short wide block.
-int64_t max_updates(int64_t m, int64_t n) { return 2 * ceil_div(std::min(m, n), kLeafColumns) + 2; }
-
-// Whether any update of an m x n factorisation is large enough to split.
-bool splits(int64_t m, int64_t n) {
-  const int64_t k = std::min(m, n);
-  const int64_t n1 = std::max(kLeafColumns, k / 2 / kLeafColumns * kLeafColumns);
-  if (k <= kLeafColumns || n <= kLeafColumns) return false;
-  const double per_column = static_cast<double>(n1) * (static_cast<double>(n1) / 2 + static_cast<double>(m - n1));
-  return per_column * static_cast<double>(n - n1) >= 2 * kMinChunkMacs;
-}
-
 }  // namespace
 
 template <typename T>
 int32_t recursive_lu(ThreadPool* pool, T* a, int64_t m, int64_t n, int64_t lda, int32_t* pivots) {
-  const int threads = pool == nullptr || ThreadPool::in_parallel_region() ? 1 : pool->num_threads();
-  if (threads == 1 || !splits(m, n)) return factor<T>(nullptr, 1, a, m, n, lda, pivots);
-  Team team(max_updates(m, n));
-  int32_t info = 0;
-  // The first thread into a chunk runs the recursion, the others help: a helper that
-  // waited for a leader which no thread had started yet could wait forever (a chunk no
-  // worker claims runs on the caller after its own).
-  std::atomic<bool> led{false};
-  pool->parallel_for(threads, 1, [&](int64_t, int64_t) {
-    if (!led.exchange(true, std::memory_order_acq_rel)) {
-      try {
-        info = factor(&team, threads, a, m, n, lda, pivots);
-      } catch (...) {
-        team.finish();
-        throw;
-      }
-      team.finish();
-      return;
-    }
-    const BlasBufferGuard guard;
-    team.help();
-  });
-  return info;
+  if (pool != nullptr && ThreadPool::in_parallel_region()) pool = nullptr;
+  return factor(pool, a, m, n, lda, pivots);
 }
 
 // Measured against getrf on one thread (OpenBLAS 0.3.21, Zen 4; docs/bench.md): one leaf
-// (n <= 16) beats it by 1.3-2x for every dtype; float32/float64 win at every larger
-// size (0.6-0.85 of its time at 20..512), complex64 from 32 (0.8-0.9; at 17..31 the
-// few thin BLAS calls cost more than they save); complex128 only from ~384 (0.94), where
-// the gemm share is large enough to pay for the leaf, which is slower than OpenBLAS's
-// for complex doubles. With more threads the updates also split over the pool.
+// (n <= 16, no BLAS call) takes 0.6-0.8 of its time for every dtype; float32/float64
+// win at every larger size (0.6-0.85 at 20..512), complex64 from 32 (0.75-0.9; at
+// 17..31 the few thin BLAS calls cost more than they save). complex128 came out even
+// (0.95-1.05 at 128..512: OpenBLAS's zgetrf spends less on its panels and interchanges
+// than on the other types), so it stays on getrf. `threads` does not move these lines:
+// the split updates were not measured faster on the shared machine (docs/bench.md).
 template <typename T>
 bool recursive_lu_pays(int64_t m, int64_t n, int threads) {
+  (void)threads;
   if (n <= kLeafColumns) return true;
-  const int64_t k = std::min(m, n);
   if constexpr (!kIsComplex<T>) {
     return true;
   } else if constexpr (sizeof(T) == sizeof(c64)) {
-    return k >= 32;
+    return std::min(m, n) >= 32;
   } else {
-    return k >= (threads > 1 ? 128 : 384);
+    return false;
   }
 }
 
