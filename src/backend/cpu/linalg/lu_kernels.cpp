@@ -24,18 +24,18 @@ void check_workspace(lapack::I info, const char* op) {
 }
 
 // Three routes, by size: small_lu for tiny matrices (a LAPACK call costs more than the
-// arithmetic); recursive_lu where it measured faster than getrf (its gemm updates run
-// on the whole pool for a single matrix); getrf otherwise. A matrix holding inf or NaN
-// always goes to getrf, so such input gives exactly what LAPACK gives.
+// arithmetic); recursive_lu where it measured faster than getrf; getrf otherwise. A
+// matrix holding inf or NaN always goes to getrf, so such input gives exactly what
+// LAPACK gives. recursive_lu runs on the calling thread (no pool): its updates split
+// over two threads did not measure faster than one thread on the shared 2-vCPU machine
+// (docs/bench.md), and a batch is split over the pool matrix by matrix anyway.
 template <typename T>
 void lu_factor_typed(const ExecutionContext& ctx, const LuFactorProblem& p) {
   T* a = static_cast<T*>(p.a);
   const int64_t k = std::min(p.m, p.n);
   const int64_t matrix = p.m * p.n;
   const bool small = p.m <= kSmallLuOrder && p.n <= kSmallLuOrder;
-  // A lone matrix gets the pool's threads; a batch is split over them matrix by matrix.
-  const int threads = p.batch == 1 ? ctx.pool().num_threads() : 1;
-  const bool recursive = !small && recursive_lu_pays<T>(p.m, p.n, threads);
+  const bool recursive = !small && recursive_lu_pays<T>(p.m, p.n);
   if (!small) lapack::prepare();
   for_each_matrix(ctx.pool(), p.batch, lu_cost(p.m, p.n), [&](int64_t b) {
     T* ab = a + b * matrix;
@@ -47,7 +47,7 @@ void lu_factor_typed(const ExecutionContext& ctx, const LuFactorProblem& p) {
     const BlasBufferGuard guard;
     const int64_t lda = std::max<int64_t>(1, p.m);
     if (recursive && all_finite(ab, matrix)) {
-      p.info[b] = recursive_lu(&ctx.pool(), ab, p.m, p.n, lda, piv);
+      p.info[b] = recursive_lu<T>(nullptr, ab, p.m, p.n, lda, piv);
       return;
     }
     const lapack::I info = lapack::getrf(static_cast<lapack::I>(p.m), static_cast<lapack::I>(p.n), ab,

@@ -333,11 +333,9 @@ int32_t recursive_lu(ThreadPool* pool, T* a, int64_t m, int64_t n, int64_t lda, 
 // win at every larger size (0.6-0.85 at 20..512), complex64 from 32 (0.75-0.9; at
 // 17..31 the few thin BLAS calls cost more than they save). complex128 came out even
 // (0.95-1.05 at 128..512: OpenBLAS's zgetrf spends less on its panels and interchanges
-// than on the other types), so it stays on getrf. `threads` does not move these lines:
-// the split updates were not measured faster on the shared machine (docs/bench.md).
+// than on the other types), so it stays on getrf.
 template <typename T>
-bool recursive_lu_pays(int64_t m, int64_t n, int threads) {
-  (void)threads;
+bool recursive_lu_pays(int64_t m, int64_t n) {
   if (n <= kLeafColumns) return true;
   if constexpr (!kIsComplex<T>) {
     return true;
@@ -350,7 +348,7 @@ bool recursive_lu_pays(int64_t m, int64_t n, int threads) {
 
 #define KILN_RECURSIVE_LU(T)                                                                  \
   template int32_t recursive_lu<T>(ThreadPool*, T*, int64_t, int64_t, int64_t, int32_t*); \
-  template bool recursive_lu_pays<T>(int64_t, int64_t, int);
+  template bool recursive_lu_pays<T>(int64_t, int64_t);
 KILN_RECURSIVE_LU(float)
 KILN_RECURSIVE_LU(double)
 KILN_RECURSIVE_LU(c64)
