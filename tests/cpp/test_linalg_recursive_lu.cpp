@@ -164,6 +164,41 @@ TEST(LinalgRecursiveLu, PivotsInfoAndFactorsLikeGetrfEveryShapeAndDtype) {
   }
 }
 
+// all_finite, the scan that sends non-finite input to getrf (and svd's check): every
+// kind of non-finite value at every position of runs around the 4096-value block edge,
+// the largest finite value and subnormals counted finite; complex with either part bad.
+template <typename T>
+void all_finite_finds_every_non_finite() {
+  using R = cl::Real<T>;
+  const R bad[] = {std::numeric_limits<R>::infinity(), -std::numeric_limits<R>::infinity(),
+                   std::numeric_limits<R>::quiet_NaN(), -std::numeric_limits<R>::quiet_NaN()};
+  const R fine[] = {std::numeric_limits<R>::max(), -std::numeric_limits<R>::max(),
+                    std::numeric_limits<R>::denorm_min(), R(-0.0)};
+  for (int64_t count : {1, 7, 2047, 2048, 2049, 4097}) {
+    std::vector<T> x(static_cast<size_t>(count), T(1));
+    for (int64_t i = 0; i < count; ++i) x[i] = T(fine[i % 4]);
+    EXPECT_TRUE(cl::all_finite(x.data(), count)) << count;
+    for (int64_t at : {int64_t{0}, count / 2, count - 1}) {
+      for (R b : bad) {
+        std::vector<T> y = x;
+        y[at] = T(b);
+        EXPECT_FALSE(cl::all_finite(y.data(), count)) << count << " at " << at;
+        if constexpr (cl::kIsComplex<T>) {
+          y[at] = T(R(1), b);
+          EXPECT_FALSE(cl::all_finite(y.data(), count)) << count << " imaginary at " << at;
+        }
+      }
+    }
+  }
+}
+
+TEST(LinalgRecursiveLu, AllFiniteFindsEveryNonFiniteValue) {
+  all_finite_finds_every_non_finite<float>();
+  all_finite_finds_every_non_finite<double>();
+  all_finite_finds_every_non_finite<cl::c64>();
+  all_finite_finds_every_non_finite<cl::c128>();
+}
+
 // The updates' column blocks shared by the pool's threads: the pivots and info one
 // thread gives and factors within the same bound (not bit for bit: OpenBLAS's edge
 // tiles round differently, and the blocks' edges move with the thread count), for pools
