@@ -218,8 +218,9 @@ void same_on_every_team(ThreadPool& two, ThreadPool& three) {
     }
     Matrix<T> nested = a;
     Lu inside;
+    const int64_t rows = m, cols = n;  // clang 14 cannot capture structured bindings
     two.parallel_for(2, 1, [&](int64_t begin, int64_t) {
-      if (begin == 0) inside = by_recursion(nested, m, n, &two);
+      if (begin == 0) inside = by_recursion(nested, rows, cols, &two);
     });
     EXPECT_EQ(inside.pivots, ref.pivots);
     EXPECT_TRUE(nested == alone);  // alone inside a chunk: the one-thread path exactly
@@ -318,7 +319,7 @@ TEST(LinalgRecursiveLu, LuFactorMatchesGetrfAcrossRoutesAndBatches) {
         // Both backward stable; these Gaussian matrices have cond ~ n, so the factors
         // differ by <~ cond * k * u * |A| (with a factor 10 to spare).
         const double tol = 10.0 * std::max(m, n) * std::max<int64_t>(1, k) * eps_of(dt) * max_abs(a);
-        EXPECT_LE(max_diff(&lu[b * m * n], r.lu.data(), m * n), tol) << dtype_name(dt) << " " << m << "x" << n;
+        EXPECT_LE(max_diff(lu.data() + b * m * n, r.lu.data(), m * n), tol) << dtype_name(dt) << " " << m << "x" << n;
       }
     }
   }

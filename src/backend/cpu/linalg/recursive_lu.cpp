@@ -178,6 +178,11 @@ int32_t leaf(T* a, int64_t m, int64_t n, int64_t lda, int32_t* pivots) {
 // OpenBLAS's laswp).
 template <typename T>
 void swap_rows(T* a, int64_t lda, int64_t cols, const int32_t* pivots, int64_t begin, int64_t end) {
+  // No interchange at all (a diagonally dominant matrix): skip the passes over the columns.
+  int64_t first = begin;
+  while (first < end && pivots[first] - 1 == first) ++first;
+  if (first == end) return;
+  begin = first;
   int64_t c = 0;
   for (; c + 4 <= cols; c += 4) {
     T* c0 = a + c * lda;
