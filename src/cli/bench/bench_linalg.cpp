@@ -4,8 +4,9 @@
 //  - solve_triangular, 256 unit-lower 64x64 blocks with 8 right-hand sides each (the
 //    hybrid models' chunked prefill shape): FLOPs = batch * n^2 * k (multiply + add
 //    per entry of the lower triangle per right-hand side).
-//  - lu_factor, one complex64 256x256 (LAPACK getrf, single-threaded OpenBLAS inside):
-//    FLOPs = 8/3 n^3 (a complex multiply-add is 8 real flops, LU ~n^3/3 of them).
+//  - lu_factor, one complex64 256x256 (kiln's recursive LU on the calling thread, its
+//    updates single-threaded OpenBLAS gemm calls): FLOPs = 8/3 n^3 (a complex
+//    multiply-add is 8 real flops, LU ~n^3/3 of them).
 //  - svd, one float32 512x512 (gesdd with vectors).
 //  - bincount, 4M int64 values, all but 1 in 1000 the same (one hot bin): bytes = the
 //    input read once, which is what the one-pass kernel reads.

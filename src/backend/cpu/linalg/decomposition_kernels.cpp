@@ -26,30 +26,6 @@ void check_workspace(I info, const char* op) {
 
 double cubic(int64_t m, int64_t n) { return 4.0 * static_cast<double>(m) * n * std::min(m, n) + 1.0; }
 
-// Whether no element is inf or NaN: an exponent field of all ones, tested on the bits
-// so that the loop vectorises (an OR of compares, where std::isfinite with an early
-// exit stays scalar); it reads A once more before gesdd, so it should cost a memcpy.
-template <typename T>
-bool all_finite(const T* x, int64_t count) {
-  using R = Real<T>;
-  using Bits = std::conditional_t<sizeof(R) == 4, uint32_t, uint64_t>;
-  constexpr Bits kExponent = static_cast<Bits>(sizeof(R) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
-  const int64_t n = count * (kIsComplex<T> ? 2 : 1);
-  const auto* bytes = reinterpret_cast<const unsigned char*>(x);
-  constexpr int64_t kBlock = 4096;
-  for (int64_t begin = 0; begin < n; begin += kBlock) {
-    const int64_t end = std::min(n, begin + kBlock);
-    bool bad = false;
-    for (int64_t i = begin; i < end; ++i) {
-      Bits b;
-      std::memcpy(&b, bytes + i * sizeof(Bits), sizeof(Bits));
-      bad |= (b & kExponent) == kExponent;
-    }
-    if (bad) return false;
-  }
-  return true;
-}
-
 template <typename T>
 void cholesky_typed(const ExecutionContext& ctx, const CholeskyProblem& p) {
   const int64_t n = p.n;

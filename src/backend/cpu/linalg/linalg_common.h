@@ -2,9 +2,11 @@
 // and complex alike, and the batch loop over the pool.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kiln/dtype.h"
@@ -70,6 +72,34 @@ template <typename T>
 inline Real<T> real_part(T v) {
   if constexpr (kIsComplex<T>) return v.real();
   else return v;
+}
+
+// Whether no element is inf or NaN: an exponent field of all ones, tested on the bits.
+// The exponent field plus its lowest bit carries into the sign bit exactly when it is
+// all ones, so the test is an add and an OR reduced over the block, which vectorises
+// even on the SSE2 baseline (a bool OR of compares did not: GCC kept it scalar, and
+// lu_factor spent ~10% of a 256 x 256 complex64 call in it); one early exit per block.
+template <typename T>
+bool all_finite(const T* x, int64_t count) {
+  using R = Real<T>;
+  using Bits = std::conditional_t<sizeof(R) == 4, uint32_t, uint64_t>;
+  constexpr Bits kExponent = static_cast<Bits>(sizeof(R) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+  constexpr Bits kExponentLsb = kExponent & (~kExponent + 1);
+  constexpr Bits kSign = static_cast<Bits>(Bits{1} << (sizeof(Bits) * 8 - 1));
+  const int64_t n = count * (kIsComplex<T> ? 2 : 1);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(x);
+  constexpr int64_t kBlock = 4096;
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const int64_t end = std::min(n, begin + kBlock);
+    Bits carry = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      Bits b;
+      std::memcpy(&b, bytes + i * sizeof(Bits), sizeof(Bits));
+      carry |= (b & kExponent) + kExponentLsb;
+    }
+    if (carry & kSign) return false;
+  }
+  return true;
 }
 
 // Runs fn(b) for every matrix b < batch over the pool; `cost` is the work per matrix

@@ -1,5 +1,5 @@
-// LU family on the CPU: factor (getrf, or small_lu for tiny matrices), solve (getrs),
-// determinant and unpacking from the factors, inverse (getrf + getri).
+// LU family on the CPU: factor (getrf, recursive_lu, or small_lu for tiny matrices),
+// solve (getrs), determinant and unpacking from the factors, inverse (getrf + getri).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +8,7 @@
 #include "backend/cpu/linalg/lapack.h"
 #include "backend/cpu/linalg/linalg_common.h"
 #include "backend/cpu/linalg/linalg_kernels.h"
+#include "backend/cpu/linalg/recursive_lu.h"
 #include "backend/cpu/linalg/small_lu.h"
 #include "backend/cpu/matmul/blas_buffer_guard.h"
 
@@ -22,12 +23,19 @@ void check_workspace(lapack::I info, const char* op) {
              "out of memory: LAPACK could not allocate its workspace");
 }
 
+// Three routes, by size: small_lu for tiny matrices (a LAPACK call costs more than the
+// arithmetic); recursive_lu where it measured faster than getrf; getrf otherwise. A
+// matrix holding inf or NaN always goes to getrf, so such input gives exactly what
+// LAPACK gives. recursive_lu runs on the calling thread (no pool): its updates split
+// over two threads did not measure faster than one thread on the shared 2-vCPU machine
+// (docs/bench.md), and a batch is split over the pool matrix by matrix anyway.
 template <typename T>
 void lu_factor_typed(const ExecutionContext& ctx, const LuFactorProblem& p) {
   T* a = static_cast<T*>(p.a);
   const int64_t k = std::min(p.m, p.n);
   const int64_t matrix = p.m * p.n;
   const bool small = p.m <= kSmallLuOrder && p.n <= kSmallLuOrder;
+  const bool recursive = !small && recursive_lu_pays<T>(p.m, p.n);
   if (!small) lapack::prepare();
   for_each_matrix(ctx.pool(), p.batch, lu_cost(p.m, p.n), [&](int64_t b) {
     T* ab = a + b * matrix;
@@ -37,8 +45,13 @@ void lu_factor_typed(const ExecutionContext& ctx, const LuFactorProblem& p) {
       return;
     }
     const BlasBufferGuard guard;
+    const int64_t lda = std::max<int64_t>(1, p.m);
+    if (recursive && all_finite(ab, matrix)) {
+      p.info[b] = recursive_lu<T>(nullptr, ab, p.m, p.n, lda, piv);
+      return;
+    }
     const lapack::I info = lapack::getrf(static_cast<lapack::I>(p.m), static_cast<lapack::I>(p.n), ab,
-                                         static_cast<lapack::I>(std::max<int64_t>(1, p.m)), piv);
+                                         static_cast<lapack::I>(lda), piv);
     check_workspace(info, "lu_factor");
     p.info[b] = info;
   });
