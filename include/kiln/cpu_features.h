@@ -1,10 +1,12 @@
 // The CPU's bf16 dot-product instruction (AVX512-BF16's vdpbf16ps) and whether kiln's
 // prefill GEMMs use it. Light: no SIMD headers.
 //
-// With the instruction, many-row `linear` with bfloat16 weights and the many-token MoE
-// expert kernel with bfloat16 experts round their activations to bfloat16 (as PyTorch's
-// bf16 models and llama.cpp do) and multiply with vdpbf16ps, accumulating in float32;
+// With the instruction, many-row `linear` / `linear_fp8` with bfloat16 or float8_e4m3fn
+// weights and the many-token MoE expert kernel with bfloat16 or float8_e4m3fn experts
+// round their activations to bfloat16 (as PyTorch's bf16 models and llama.cpp do) and
+// multiply with vdpbf16ps, accumulating in float32 (FP8 weights decode exactly to bf16);
 // elsewhere (no instruction, or KILN_BF16_DOT=0) they keep float32 activations and FMAs.
+// One-row (decode) kernels never round their activations.
 #pragma once
 
 namespace kiln {

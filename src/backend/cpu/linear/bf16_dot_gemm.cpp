@@ -1,5 +1,6 @@
 // The bf16 dot-product GEMM (see bf16_dot_gemm.h): the vdpbf16ps tile, the activation
-// packing and many-row linear with bfloat16 weights.
+// packing, the FP8 row decode and scale epilogue, and many-row linear with bfloat16 and
+// float8_e4m3fn weights.
 //
 // The tile functions carry their own target attribute instead of per-file flags, so the
 // rest of the file (and every caller) stays baseline x86-64; they run only after
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/cast/cast.h"
+#include "backend/cpu/common/fp8_decode.h"
 #include "kiln/cpu_features.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
@@ -154,6 +156,46 @@ void dot_rows(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, int, 
 
 #endif
 
+void decode_fp8_rows(const uint8_t* codes, int64_t ldc, int64_t rows, int64_t K, uint16_t* out, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) fp8_e4m3fn_to_bf16(codes + r * ldc, out + r * ld, K, Fp8Decode::Kernel);
+}
+
+void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
+                  int64_t K, const Fp8Scales& scales, int64_t n0, float* sums, int64_t ld, float* part) {
+  constexpr float kUndoDecode = 1.0f / kFp8KernelDecodedPerReal;  // 2^8: exact
+  // dot_rows writes the lanes up to the next multiple of 8 (zero past `tokens`).
+  const int64_t lanes = (tokens + 7) / 8 * 8;
+  if (K <= 0) return dot_rows(w, ldw, rows, xp, block_stride, tokens, 0, sums, ld);  // zeros
+  if (scales.layout == Fp8ScaleLayout::PerRow) {
+    dot_rows(w, ldw, rows, xp, block_stride, tokens, K, sums, ld);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float s = scales.scale[n0 + r] * kUndoDecode;
+      float* row = sums + r * ld;
+      for (int64_t i = 0; i < lanes; ++i) row[i] *= s;
+    }
+    return;
+  }
+  // Block128: the partial sums of each 128-wide K range, scaled and added in K order.
+  // 128 is even, so a range starts at a whole pair of the packed blocks; only the last
+  // range can have an odd length, and it ends where the packed rows end.
+  const int64_t col_blocks = ceil_div(scales.cols, kFp8ScaleBlock);
+  for (int64_t kb = 0; kb < K; kb += kFp8ScaleBlock) {
+    const int64_t len = std::min(kFp8ScaleBlock, K - kb);
+    float* out = kb == 0 ? sums : part;
+    dot_rows(w + kb, ldw, rows, xp + kb / 2 * kBlockTokens, block_stride, tokens, len, out, ld);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float s = scales.scale[(n0 + r) / kFp8ScaleBlock * col_blocks + kb / kFp8ScaleBlock] * kUndoDecode;
+      float* row = sums + r * ld;
+      const float* add = part + r * ld;
+      if (kb == 0) {
+        for (int64_t i = 0; i < lanes; ++i) row[i] *= s;
+      } else {
+        for (int64_t i = 0; i < lanes; ++i) row[i] += s * add[i];
+      }
+    }
+  }
+}
+
 }  // namespace kiln::cpu::bf16dot
 
 namespace kiln::cpu {
@@ -174,7 +216,12 @@ constexpr double kMinTaskWork = 1 << 20;
 
 }  // namespace
 
-void linear_gemm_bf16_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act) {
+namespace {
+
+// Many-row linear on the dot tiles, bf16 weights read in place or FP8 weights decoded per
+// panel (kFp8).
+template <bool kFp8>
+void linear_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act) {
   const int64_t M = act.M, N = w.N, K = w.K;
   const int64_t blocks = ceil_div(M, kBlockTokens);
   const int64_t bw = block_words(K);
@@ -212,28 +259,57 @@ void linear_gemm_bf16_dot(ThreadPool& pool, const LinearWeight& w, const LinearA
     to_f32(act.dtype, act.bias, bias.data(), static_cast<int64_t>(bias.size()));
   }
   // 3. Tiles of 12 weight rows, split over the pool; each task walks its rows in panels
-  // and each panel's rows over the packed x in chunks.
-  const uint16_t* wdata = static_cast<const uint16_t*>(w.data);
-  const int64_t ldw = w.row_stride;
+  // and each panel's rows over the packed x in chunks. FP8: the task decodes each panel
+  // into bf16 scratch first (the panel is then read from L2 once per chunk, as bf16
+  // weights are), so the decode costs one pass over the weights per call.
   const int64_t tiles = ceil_div(N, kTileRows);
   const int64_t panel_tiles = std::max<int64_t>(1, kPanelBytes / (kTileRows * K * 2));
   const int64_t chunk_blocks = std::max<int64_t>(2, kChunkBytes / (bw * 4) / 2 * 2);
   const double tile_work = static_cast<double>(kTileRows) * static_cast<double>(M) * static_cast<double>(K);
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinTaskWork / std::max(tile_work, 1.0)));
+  const bf16dot::Fp8Scales scales{w.scale, w.scale_layout, K};
   pool.parallel_for(tiles, grain, [&](int64_t t0, int64_t t1) {
     float sums[kTileRows * 2 * kBlockTokens];
+    float part[kTileRows * 2 * kBlockTokens];
     float out_row[kTileRows];
+    Tensor panel_keep;
+    uint16_t* panel = nullptr;
+    if constexpr (kFp8) {
+      panel_keep = Tensor::empty({checked_mul(std::min(panel_tiles, t1 - t0) * kTileRows, K, "linear_fp8")},
+                                 DType::BFloat16);
+      panel = static_cast<uint16_t*>(panel_keep.data_ptr());
+    }
     for (int64_t pt0 = t0; pt0 < t1; pt0 += panel_tiles) {
       const int64_t pt1 = std::min(t1, pt0 + panel_tiles);
+      const int64_t pn0 = pt0 * kTileRows;
+      // Row n of the panel is at wp + (n - pn0) * ldw.
+      const uint16_t* wp;
+      int64_t ldw;
+      if constexpr (kFp8) {
+        const int64_t panel_rows = std::min(N, pt1 * kTileRows) - pn0;
+        bf16dot::decode_fp8_rows(static_cast<const uint8_t*>(w.data) + pn0 * w.row_stride, w.row_stride, panel_rows,
+                                 K, panel, K);
+        wp = panel;
+        ldw = K;
+      } else {
+        ldw = w.row_stride;
+        wp = static_cast<const uint16_t*>(w.data) + pn0 * ldw;
+      }
       for (int64_t c0 = 0; c0 < blocks; c0 += chunk_blocks) {
         const int64_t c1 = std::min(blocks, c0 + chunk_blocks);
         for (int64_t t = pt0; t < pt1; ++t) {
           const int64_t n0 = t * kTileRows;
           const int64_t rows = std::min(kTileRows, N - n0);
+          const uint16_t* wt = wp + (n0 - pn0) * ldw;
           for (int64_t b = c0; b < c1; b += 2) {
             const int64_t tokens = std::min((std::min<int64_t>(2, c1 - b)) * kBlockTokens, M - b * kBlockTokens);
-            bf16dot::dot_rows(wdata + n0 * ldw, ldw, rows, packed + b * bw, bw, static_cast<int>(tokens), K, sums,
-                              2 * kBlockTokens);
+            if constexpr (kFp8) {
+              bf16dot::dot_rows_fp8(wt, ldw, rows, packed + b * bw, bw, static_cast<int>(tokens), K, scales, n0, sums,
+                                    2 * kBlockTokens, part);
+            } else {
+              bf16dot::dot_rows(wt, ldw, rows, packed + b * bw, bw, static_cast<int>(tokens), K, sums,
+                                2 * kBlockTokens);
+            }
             for (int64_t i = 0; i < tokens; ++i) {
               const int64_t m = b * kBlockTokens + i;
               for (int64_t r = 0; r < rows; ++r) {
@@ -247,6 +323,16 @@ void linear_gemm_bf16_dot(ThreadPool& pool, const LinearWeight& w, const LinearA
       }
     }
   });
+}
+
+}  // namespace
+
+void linear_gemm_bf16_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act) {
+  linear_dot<false>(pool, w, act);
+}
+
+void linear_gemm_fp8_bf16_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act) {
+  linear_dot<true>(pool, w, act);
 }
 
 }  // namespace kiln::cpu

@@ -21,6 +21,14 @@
 // into vectors, as an sgemm packs its B panel) means the weights are never copied: MoE
 // experts with a few dozen tokens each cannot amortise a weight copy, and a linear's
 // weights stream from L2 in place.
+//
+// FP8 weights (float8_e4m3fn, row or 128x128 block scales) use the same tiles: every
+// e4m3fn value is exactly a bf16 value, so a task decodes its rows once into bf16
+// scratch (common/fp8_decode.h, the Kernel policy: the value times 2^-8) and runs
+// dot_rows on them unchanged; dot_rows_fp8 applies the scales to the sums (a 128x128
+// block scale by running each 128-wide K range on its own and adding scale times its
+// partial sums). The decoded products are exact, so the result differs from the
+// dequantised reference only by float32 accumulation order (and x's rounding to bf16).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +65,29 @@ void round_to_bf16(DType dtype, const void* src, int64_t n, uint16_t* dst, float
 void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
               int64_t K, float* sums, int64_t ld);
 
+// The scales of an FP8 matrix (`cols` = its K) in `layout`, as LinearWeight and
+// ExpertMatrix hold them: PerRow scale[n]; Block128 scale[n / 128 * ceil(cols / 128) +
+// k / 128].
+struct Fp8Scales {
+  const float* scale = nullptr;
+  Fp8ScaleLayout layout = Fp8ScaleLayout::PerRow;
+  int64_t cols = 0;
+};
+
+// Decodes rows [0, rows) of FP8 codes (row r at codes + r * ldc bytes, K codes) into bf16
+// patterns of the Kernel policy (value * 2^-8, NaN codes as +-480 * 2^-8, as every FP8
+// kernel reads them) at out + r * ld (ld >= K).
+void decode_fp8_rows(const uint8_t* codes, int64_t ldc, int64_t rows, int64_t K, uint16_t* out, int64_t ld);
+
+// dot_rows for rows [n0, n0 + rows) of an FP8 matrix whose rows were decoded by
+// decode_fp8_rows to w (row stride ldw), with the scales applied: sums[r * ld + i] = the
+// real dot product of row n0 + r with token i (the same lanes as dot_rows). PerRow: the
+// sums times scale[n0 + r] * 2^8. Block128: each 128-wide K range through dot_rows into
+// `part` (work space of rows * ld floats, unused for PerRow), times its block's scale *
+// 2^8, added in K order. Only callable when kiln::cpu_has_bf16_dot().
+void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
+                  int64_t K, const Fp8Scales& scales, int64_t n0, float* sums, int64_t ld, float* part);
+
 }  // namespace kiln::cpu::bf16dot
 
 namespace kiln::cpu {
@@ -65,5 +96,9 @@ namespace kiln::cpu {
 // rounded to bf16, float32 accumulation, one rounding of y to act.dtype. act.dtype may
 // be float32, bfloat16 or float16; M, N, K > 0. Only when kiln::cpu_has_bf16_dot().
 void linear_gemm_bf16_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act);
+
+// The same with a float8_e4m3fn weight (row or 128x128 block scales): each task decodes
+// its panels of weight rows to bf16 scratch once and runs dot_rows_fp8 on them.
+void linear_gemm_fp8_bf16_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations& act);
 
 }  // namespace kiln::cpu

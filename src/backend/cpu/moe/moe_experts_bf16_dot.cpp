@@ -1,21 +1,36 @@
-// The many-token MoE expert kernel for bfloat16 experts on a CPU with AVX512-BF16: the
-// phases of the tiled kernel (moe_experts_tiled-inl.h), with the vdpbf16ps tiles of
-// backend/cpu/linear/bf16_dot_gemm.h instead of decode-and-FMA tiles. Chosen per call in
-// moe_kernels.cpp when the tiled kernel would run and kiln::bf16_dot_enabled().
+// The many-token MoE expert kernel for bfloat16 and float8_e4m3fn experts on a CPU with
+// AVX512-BF16: the phases of the tiled kernel (moe_experts_tiled-inl.h), with the
+// vdpbf16ps tiles of backend/cpu/linear/bf16_dot_gemm.h instead of decode-and-FMA tiles.
+// Chosen per call in moe_kernels.cpp when the tiled kernel would run and
+// kiln::bf16_dot_enabled().
 //
 //   1. tokens rounded to bf16 once, then packed per expert into blocks of 16 of its
 //      slots (bf16_dot_gemm.h's pair layout);
 //   2. gate/up: (expert, 12-row group) pieces; each runs its 12 gate and 12 up rows over
 //      the expert's blocks, two at a time (12 x 32 tiles; a last block of at most 8 slots
-//      in half-width registers), weights read in place;
+//      in half-width registers), bf16 weights read in place;
 //   3. SwiGLU per slot in float32, the result rounded to bf16 and packed per expert;
 //   4. down: items of kDownRows output rows; an item runs every active expert in
 //      ascending order (the shared expert last) and adds the routing-weighted sums into
 //      its own [tokens, kDownRows] float32 accumulator, then writes those columns once.
+// FP8 experts: a piece decodes its 12 gate and 12 up rows, an item each expert's
+// kDownRows down rows, exactly to bf16 into the task's scratch (bf16dot::decode_fp8_rows)
+// and runs the same tiles on them, the row or 128x128 block scales applied to the sums
+// (bf16dot::dot_rows_fp8); every weight is decoded once per call, as the expert's tokens
+// all go through the tile that holds it.
+//
+// Balance: the pieces cost in proportion to their expert's tokens and the items are 43
+// of nearly equal cost (hidden 2048); splitting either in halves by count left one
+// thread with more of the work whenever the routing was uneven (or another process took
+// a core). Each thread instead claims the next piece or item from a shared counter, in
+// order, until none is left, so the phases end within one piece of each other.
+//
 // Each output element is summed by one tile in a fixed order, so results do not depend
-// on the number of threads. Against the float32 kernels, x and the SwiGLU activations
-// are rounded to bf16 (relative error 2^-9 each) before the products.
+// on the number of threads or on which thread claimed what. Against the float32 kernels,
+// x and the SwiGLU activations are rounded to bf16 (relative error up to 2^-8 each) before the
+// products.
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "backend/cpu/cast/cast.h"
@@ -40,9 +55,31 @@ constexpr int64_t kSumsLd = 2 * kBlockTokens;
 int64_t words_as_floats(int64_t words) { return words; }  // uint32 and float are both 4 bytes
 int64_t halves_as_floats(int64_t halves) { return ceil_div(halves, 2); }
 
+// Runs body(item, scratch) for every item in [0, n): one task per thread, each claiming
+// the next item from a shared counter (relaxed: the items are independent and the pool
+// joins the tasks) until none is left; make_scratch() builds the task's work space.
+template <class MakeScratch, class Body>
+void claim_items(ThreadPool& pool, int64_t n, const MakeScratch& make_scratch, const Body& body) {
+  std::atomic<int64_t> next{0};
+  pool.parallel_for(std::min<int64_t>(pool.num_threads(), n), 1, [&](int64_t, int64_t) {
+    auto scratch = make_scratch();
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      body(i, scratch);
+    }
+  });
+}
+
+// A task's work space: FP8 rows decoded to bf16 and the block-scaled partial sums.
+struct TaskScratch {
+  std::vector<uint16_t> decoded;
+  std::vector<float> part;
+};
+
 class Bf16DotMoe {
  public:
-  Bf16DotMoe(const MoeExpertsArgs& a, const MoePlan& plan) : a_(a), plan_(plan) {
+  Bf16DotMoe(const MoeExpertsArgs& a, const MoePlan& plan)
+      : a_(a), plan_(plan), fp8_(a.weight_dtype == DType::Float8_e4m3fn) {
     block_begin_.assign(1, 0);
     piece_begin_.assign(1, 0);
     for (int64_t e : plan.active) {
@@ -86,13 +123,12 @@ class Bf16DotMoe {
     PackBlocks(pool, H, bw_h_, xp, [&](int64_t slot, int64_t) { return xb + plan_.token_of(slot) * H; });
 
     // 2. Gate and up.
-    pool.parallel_for(piece_begin_.back(), 1, [&](int64_t p0, int64_t p1) {
-      size_t k = ActiveOf(piece_begin_, p0);
-      for (int64_t p = p0; p < p1; ++p) {
-        while (p >= piece_begin_[k + 1]) ++k;
-        GateUpPiece(k, p - piece_begin_[k], xp);
-      }
-    });
+    claim_items(
+        pool, piece_begin_.back(), [&] { return MakeScratch(2 * kTileRows * H, kTileRows); },
+        [&](int64_t p, TaskScratch& scratch) {
+          const size_t k = ActiveOf(piece_begin_, p);
+          GateUpPiece(k, p - piece_begin_[k], xp, scratch);
+        });
 
     // 3. SwiGLU, rounded to bf16, packed per expert.
     pool.parallel_for(plan_.slots, std::max<int64_t>(1, 16384 / act_stride_), [&](int64_t s0, int64_t s1) {
@@ -106,10 +142,14 @@ class Bf16DotMoe {
     PackBlocks(pool, -1, bw_i_, ap, [&](int64_t slot, int64_t) { return ab + slot * act_stride_; });
 
     // 4. Down.
-    pool.parallel_for(ceil_div(H, kDownRows), 1, [&](int64_t i0, int64_t i1) {
-      std::vector<float> acc(static_cast<size_t>(a_.tokens * kDownRows));
-      for (int64_t i = i0; i < i1; ++i) DownItem(i * kDownRows, ap, acc.data());
-    });
+    claim_items(
+        pool, ceil_div(H, kDownRows),
+        [&] {
+          TaskScratch scratch = MakeScratch(kDownRows * plan_.max_inter, kDownRows);
+          scratch.part.resize(scratch.part.size() + static_cast<size_t>(a_.tokens * kDownRows));
+          return scratch;
+        },
+        [&](int64_t i, TaskScratch& scratch) { DownItem(i * kDownRows, ap, scratch); });
   }
 
  private:
@@ -140,23 +180,57 @@ class Bf16DotMoe {
     });
   }
 
+  // Scratch for `decoded` bf16 weights (FP8 experts only) and `part` sums of `rows` rows.
+  TaskScratch MakeScratch(int64_t decoded, int64_t rows) const {
+    TaskScratch s;
+    if (fp8_) {
+      s.decoded.resize(static_cast<size_t>(decoded));
+      s.part.resize(static_cast<size_t>(rows * kSumsLd));
+    }
+    return s;
+  }
+
+  // Rows [n, n + rows) of `mat` (cols wide) as bf16: in place for bf16 experts, else
+  // decoded into `out`. Sets ld to the row stride of what it returns.
+  const uint16_t* RowsOf(const ExpertMatrix& mat, int64_t n, int64_t rows, int64_t cols, uint16_t* out,
+                         int64_t& ld) const {
+    if (!fp8_) {
+      ld = mat.row_stride;
+      return static_cast<const uint16_t*>(mat.data) + n * mat.row_stride;
+    }
+    bf16dot::decode_fp8_rows(static_cast<const uint8_t*>(mat.data) + n * mat.row_stride, mat.row_stride, rows, cols,
+                             out, cols);
+    ld = cols;
+    return out;
+  }
+
+  // The real dot products of rows [n, n + rows) of `mat` (cols wide, read at w with row
+  // stride ldw) with `tokens` packed slots.
+  void Dot(const ExpertMatrix& mat, int64_t cols, const uint16_t* w, int64_t ldw, int64_t n, int64_t rows,
+           const uint32_t* x, int64_t bw, int tokens, float* sums, TaskScratch& scratch) const {
+    if (!fp8_) return bf16dot::dot_rows(w, ldw, rows, x, bw, tokens, cols, sums, kSumsLd);
+    bf16dot::dot_rows_fp8(w, ldw, rows, x, bw, tokens, cols, {mat.scale, a_.scale_layout, cols}, n, sums, kSumsLd,
+                          scratch.part.data());
+  }
+
   // Gate and up rows [12 g, 12 g + 12) of active expert k for all its slots.
-  void GateUpPiece(size_t k, int64_t g, const uint32_t* xp) const {
+  void GateUpPiece(size_t k, int64_t g, const uint32_t* xp, TaskScratch& scratch) const {
     const int64_t e = plan_.active[k];
     const SwigluExpert& ex = expert(e);
     const int64_t n = g * kTileRows;
     const int64_t rows = std::min(kTileRows, ex.inter - n);
     const int64_t H = a_.hidden;
-    const uint16_t* gate_w = static_cast<const uint16_t*>(ex.gate.data) + n * ex.gate.row_stride;
-    const uint16_t* up_w = static_cast<const uint16_t*>(ex.up.data) + n * ex.up.row_stride;
+    int64_t ld_gate = 0, ld_up = 0;
+    const uint16_t* gate_w = RowsOf(ex.gate, n, rows, H, scratch.decoded.data(), ld_gate);
+    const uint16_t* up_w = RowsOf(ex.up, n, rows, H, fp8_ ? scratch.decoded.data() + kTileRows * H : nullptr, ld_up);
     const int64_t blocks = block_begin_[k + 1] - block_begin_[k];
     float g_sums[kTileRows * kSumsLd], u_sums[kTileRows * kSumsLd];
     for (int64_t j = 0; j < blocks; j += 2) {
       const int64_t first = plan_.slot_begin[e] + j * kBlockTokens;
       const int64_t count = std::min<int64_t>(2 * kBlockTokens, plan_.slot_begin[e + 1] - first);
       const uint32_t* x = xp + (block_begin_[k] + j) * bw_h_;
-      bf16dot::dot_rows(gate_w, ex.gate.row_stride, rows, x, bw_h_, static_cast<int>(count), H, g_sums, kSumsLd);
-      bf16dot::dot_rows(up_w, ex.up.row_stride, rows, x, bw_h_, static_cast<int>(count), H, u_sums, kSumsLd);
+      Dot(ex.gate, H, gate_w, ld_gate, n, rows, x, bw_h_, static_cast<int>(count), g_sums, scratch);
+      Dot(ex.up, H, up_w, ld_up, n, rows, x, bw_h_, static_cast<int>(count), u_sums, scratch);
       for (int64_t i = 0; i < count; ++i) {
         const int64_t at = plan_.slot_list[first + i] * act_stride_ + n;
         for (int64_t r = 0; r < rows; ++r) {
@@ -168,20 +242,23 @@ class Bf16DotMoe {
   }
 
   // Output rows [h0, h0 + kDownRows) of every token.
-  void DownItem(int64_t h0, const uint32_t* ap, float* acc) const {
+  // The accumulator of a down item is the tail of scratch.part ([tokens, kDownRows]).
+  void DownItem(int64_t h0, const uint32_t* ap, TaskScratch& scratch) const {
     const int64_t rows = std::min(kDownRows, a_.hidden - h0);
+    float* acc = scratch.part.data() + (fp8_ ? kDownRows * kSumsLd : 0);
     std::fill(acc, acc + a_.tokens * kDownRows, 0.0f);
     float sums[kDownRows * kSumsLd];
     for (size_t k = 0; k < plan_.active.size(); ++k) {
       const int64_t e = plan_.active[k];
       const SwigluExpert& ex = expert(e);
-      const uint16_t* down_w = static_cast<const uint16_t*>(ex.down.data) + h0 * ex.down.row_stride;
+      int64_t ld = 0;
+      const uint16_t* down_w = RowsOf(ex.down, h0, rows, ex.inter, scratch.decoded.data(), ld);
       const int64_t blocks = block_begin_[k + 1] - block_begin_[k];
       for (int64_t j = 0; j < blocks; j += 2) {
         const int64_t first = plan_.slot_begin[e] + j * kBlockTokens;
         const int64_t count = std::min<int64_t>(2 * kBlockTokens, plan_.slot_begin[e + 1] - first);
-        bf16dot::dot_rows(down_w, ex.down.row_stride, rows, ap + (block_begin_[k] + j) * bw_i_, bw_i_,
-                          static_cast<int>(count), ex.inter, sums, kSumsLd);
+        Dot(ex.down, ex.inter, down_w, ld, h0, rows, ap + (block_begin_[k] + j) * bw_i_, bw_i_, static_cast<int>(count),
+            sums, scratch);
         for (int64_t i = 0; i < count; ++i) {
           const int64_t slot = plan_.slot_list[first + i];
           const float weight = plan_.weight_of(slot, a_);
@@ -198,6 +275,7 @@ class Bf16DotMoe {
 
   const MoeExpertsArgs& a_;
   const MoePlan& plan_;
+  const bool fp8_;                    // FP8 experts, decoded to bf16 per piece / item
   std::vector<int64_t> block_begin_;  // [active + 1]: first packed block of each active expert
   std::vector<int64_t> piece_begin_;  // [active + 1]: first 12-row gate/up piece
   int64_t bw_h_ = 0, bw_i_ = 0;       // words per block of hidden / of the largest inter

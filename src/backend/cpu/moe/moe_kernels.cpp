@@ -115,10 +115,12 @@ void moe_experts(ThreadPool& pool, const MoeExpertsArgs& args) {
   const MoePlan plan = make_moe_plan(args, 4);
   const bool fp8 = args.weight_dtype == DType::Float8_e4m3fn;
   if (use_tiled(plan)) {
-    if (fp8) {
-      moe_experts_tiled_fp8(pool, args, plan);
-    } else if (args.weight_dtype == DType::BFloat16 && bf16_dot_enabled()) {
+    // bf16 and FP8 experts (decoded exactly to bf16) on the bf16 dot tiles where the CPU
+    // has them and KILN_BF16_DOT allows; float32 FMA tiles otherwise.
+    if ((fp8 || args.weight_dtype == DType::BFloat16) && bf16_dot_enabled()) {
       moe_experts_bf16_dot(pool, args, plan);
+    } else if (fp8) {
+      moe_experts_tiled_fp8(pool, args, plan);
     } else {
       moe_experts_tiled_wide(pool, args, plan);
     }
