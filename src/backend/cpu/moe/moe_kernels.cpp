@@ -95,6 +95,16 @@ namespace {
 // 1, 1.1x at 4, 2.1x at 32 (docs/bench.md).
 constexpr int64_t kTiledMinTokensPerExpert = 4;
 
+// The bf16 dot tiles (moe_experts_bf16_dot.cpp) from this many slots per active expert
+// on, the float32 FMA tiles below it. The dot tiles broadcast weight pairs against 8 or
+// 16 tokens a register, so an expert with a few tokens leaves most lanes empty, where
+// the FMA tiles run 16 K values a register whatever the token count. Measured on a Zen 4
+// (one thread, CPU time per call, 32 of Qwen3-30B-A3B's experts, FMA tiles / dot tiles):
+// 4 tokens per expert bf16 35 / 57 ms, FP8 rows 35 / 63; 8: bf16 51 / 54, FP8 rows 47 /
+// 59-69, FP8 blocks 60 / 67; 16: bf16 79 / 64-66, FP8 rows 73-79 / 65-69, FP8 blocks
+// 97-100 / 73; 32: bf16 136 / 79, FP8 rows 124 / 87 (docs/bench.md).
+constexpr int64_t kDotMinTokensPerExpert = 12;
+
 std::atomic<MoeExpertPath> forced_path{MoeExpertPath::Auto};
 
 bool use_tiled(const MoePlan& plan) {
@@ -116,8 +126,11 @@ void moe_experts(ThreadPool& pool, const MoeExpertsArgs& args) {
   const bool fp8 = args.weight_dtype == DType::Float8_e4m3fn;
   if (use_tiled(plan)) {
     // bf16 and FP8 experts (decoded exactly to bf16) on the bf16 dot tiles where the CPU
-    // has them and KILN_BF16_DOT allows; float32 FMA tiles otherwise.
-    if ((fp8 || args.weight_dtype == DType::BFloat16) && bf16_dot_enabled()) {
+    // has them, KILN_BF16_DOT allows and the experts have enough tokens each (always when
+    // the tiled path is forced); float32 FMA tiles otherwise.
+    const bool dot_worth_it = forced_path.load(std::memory_order_relaxed) == MoeExpertPath::Tiled ||
+                              plan.slots >= kDotMinTokensPerExpert * static_cast<int64_t>(plan.active.size());
+    if ((fp8 || args.weight_dtype == DType::BFloat16) && bf16_dot_enabled() && dot_worth_it) {
       moe_experts_bf16_dot(pool, args, plan);
     } else if (fp8) {
       moe_experts_tiled_fp8(pool, args, plan);
