@@ -133,6 +133,29 @@ void rows_of(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, i
   for (; r < rows; ++r) tile<1, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
 }
 
+// rows x lanes sums (row stride ld, lanes a multiple of 8): sums[r] *= scale[r] (first),
+// else sums[r] += scale[r] * part[r]: the FP8 scale epilogue in vector registers (the
+// plain loops stayed scalar at -O2 and cost block-scaled FP8 about a fifth of its time).
+KILN_BF16_DOT_TARGET void scale_rows(float* sums, const float* part, int64_t ld, int64_t rows, int64_t lanes,
+                                     const float* scale, bool first) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = sums + r * ld;
+    const float* add = part + r * ld;
+    const __m512 s = _mm512_set1_ps(scale[r]);
+    int64_t i = 0;
+    for (; i + 16 <= lanes; i += 16) {
+      const __m512 v = _mm512_loadu_ps(row + i);
+      _mm512_storeu_ps(row + i, first ? _mm512_mul_ps(v, s) : _mm512_fmadd_ps(_mm512_loadu_ps(add + i), s, v));
+    }
+    if (i < lanes) {  // 8 lanes: masked, so nothing past them is read or written
+      const __mmask16 m = 0x00FF;
+      const __m512 v = _mm512_maskz_loadu_ps(m, row + i);
+      _mm512_mask_storeu_ps(row + i, m,
+                            first ? _mm512_mul_ps(v, s) : _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, add + i), s, v));
+    }
+  }
+}
+
 }  // namespace
 
 void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
@@ -154,6 +177,10 @@ void dot_rows(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, int, 
   fail(ErrorKind::Runtime, "bf16 dot", "AVX512-BF16 kernels exist only on x86-64");
 }
 
+namespace {
+void scale_rows(float*, const float*, int64_t, int64_t, int64_t, const float*, bool) {}
+}  // namespace
+
 #endif
 
 void decode_fp8_rows(const uint8_t* codes, int64_t ldc, int64_t rows, int64_t K, uint16_t* out, int64_t ld) {
@@ -166,13 +193,13 @@ void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* 
   // dot_rows writes the lanes up to the next multiple of 8 (zero past `tokens`).
   const int64_t lanes = (tokens + 7) / 8 * 8;
   if (K <= 0) return dot_rows(w, ldw, rows, xp, block_stride, tokens, 0, sums, ld);  // zeros
+  KILN_CHECK_KIND(rows <= kMaxScaledRows, Runtime, "bf16 dot", "dot_rows_fp8 takes at most {} rows, got {}",
+                  kMaxScaledRows, rows);
+  float row_scale[kMaxScaledRows];
   if (scales.layout == Fp8ScaleLayout::PerRow) {
     dot_rows(w, ldw, rows, xp, block_stride, tokens, K, sums, ld);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float s = scales.scale[n0 + r] * kUndoDecode;
-      float* row = sums + r * ld;
-      for (int64_t i = 0; i < lanes; ++i) row[i] *= s;
-    }
+    for (int64_t r = 0; r < rows; ++r) row_scale[r] = scales.scale[n0 + r] * kUndoDecode;
+    scale_rows(sums, sums, ld, rows, lanes, row_scale, true);
     return;
   }
   // Block128: the partial sums of each 128-wide K range, scaled and added in K order.
@@ -184,15 +211,9 @@ void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* 
     float* out = kb == 0 ? sums : part;
     dot_rows(w + kb, ldw, rows, xp + kb / 2 * kBlockTokens, block_stride, tokens, len, out, ld);
     for (int64_t r = 0; r < rows; ++r) {
-      const float s = scales.scale[(n0 + r) / kFp8ScaleBlock * col_blocks + kb / kFp8ScaleBlock] * kUndoDecode;
-      float* row = sums + r * ld;
-      const float* add = part + r * ld;
-      if (kb == 0) {
-        for (int64_t i = 0; i < lanes; ++i) row[i] *= s;
-      } else {
-        for (int64_t i = 0; i < lanes; ++i) row[i] += s * add[i];
-      }
+      row_scale[r] = scales.scale[(n0 + r) / kFp8ScaleBlock * col_blocks + kb / kFp8ScaleBlock] * kUndoDecode;
     }
+    scale_rows(sums, part, ld, rows, lanes, row_scale, kb == 0);
   }
 }
 
@@ -271,7 +292,9 @@ void linear_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations
   pool.parallel_for(tiles, grain, [&](int64_t t0, int64_t t1) {
     float sums[kTileRows * 2 * kBlockTokens];
     float part[kTileRows * 2 * kBlockTokens];
-    float out_row[kTileRows];
+    float out[kTileRows * 2 * kBlockTokens];
+    uint16_t narrow_out[kTileRows * 2 * kBlockTokens];
+    float row_bias[kTileRows];
     Tensor panel_keep;
     uint16_t* panel = nullptr;
     if constexpr (kFp8) {
@@ -310,13 +333,22 @@ void linear_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations
               bf16dot::dot_rows(wt, ldw, rows, packed + b * bw, bw, static_cast<int>(tokens), K, sums,
                                 2 * kBlockTokens);
             }
+            // The tile's outputs token-major, rounded to the output dtype in one call (one
+            // call per token was ~4% of a 512-row projection), then copied row by row.
+            for (int64_t r = 0; r < rows; ++r) {
+              row_bias[r] = bias.empty() ? 0.0f : bias[act.bias_stride == 0 ? 0 : static_cast<size_t>(n0 + r)];
+            }
             for (int64_t i = 0; i < tokens; ++i) {
-              const int64_t m = b * kBlockTokens + i;
-              for (int64_t r = 0; r < rows; ++r) {
-                const float add = bias.empty() ? 0.0f : bias[act.bias_stride == 0 ? 0 : static_cast<size_t>(n0 + r)];
-                out_row[r] = sums[r * 2 * kBlockTokens + i] + add;
-              }
-              from_f32(out_row, act.dtype, static_cast<char*>(act.y) + (m * N + n0) * act_isz, rows);
+              for (int64_t r = 0; r < rows; ++r) out[i * rows + r] = sums[r * 2 * kBlockTokens + i] + row_bias[r];
+            }
+            const char* rounded = reinterpret_cast<const char*>(out);
+            if (act.dtype != DType::Float32) {
+              from_f32(out, act.dtype, narrow_out, tokens * rows);
+              rounded = reinterpret_cast<const char*>(narrow_out);
+            }
+            for (int64_t i = 0; i < tokens; ++i) {
+              std::memcpy(static_cast<char*>(act.y) + ((b * kBlockTokens + i) * N + n0) * act_isz,
+                          rounded + i * rows * act_isz, static_cast<size_t>(rows) * act_isz);
             }
           }
         }

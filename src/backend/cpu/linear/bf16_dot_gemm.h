@@ -79,12 +79,16 @@ struct Fp8Scales {
 // kernel reads them) at out + r * ld (ld >= K).
 void decode_fp8_rows(const uint8_t* codes, int64_t ldc, int64_t rows, int64_t K, uint16_t* out, int64_t ld);
 
+// The most rows one dot_rows_fp8 call takes (the MoE kernel's down items: 4 tiles).
+constexpr int64_t kMaxScaledRows = 4 * kTileRows;
+
 // dot_rows for rows [n0, n0 + rows) of an FP8 matrix whose rows were decoded by
 // decode_fp8_rows to w (row stride ldw), with the scales applied: sums[r * ld + i] = the
 // real dot product of row n0 + r with token i (the same lanes as dot_rows). PerRow: the
 // sums times scale[n0 + r] * 2^8. Block128: each 128-wide K range through dot_rows into
 // `part` (work space of rows * ld floats, unused for PerRow), times its block's scale *
-// 2^8, added in K order. Only callable when kiln::cpu_has_bf16_dot().
+// 2^8, added in K order. rows <= kMaxScaledRows. Only callable when
+// kiln::cpu_has_bf16_dot().
 void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
                   int64_t K, const Fp8Scales& scales, int64_t n0, float* sums, int64_t ld, float* part);
 

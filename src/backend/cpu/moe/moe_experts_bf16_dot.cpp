@@ -49,6 +49,7 @@ using bf16dot::kTileRows;
 
 // Output rows per down item: 4 full tiles; hidden 2048 gives 43 items to share.
 constexpr int64_t kDownRows = 4 * kTileRows;
+static_assert(kDownRows <= bf16dot::kMaxScaledRows, "a down item's rows go to dot_rows_fp8 in one call");
 // Floats of one tile's sums: up to kDownRows rows by two blocks.
 constexpr int64_t kSumsLd = 2 * kBlockTokens;
 
