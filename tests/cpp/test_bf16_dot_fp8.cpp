@@ -77,8 +77,8 @@ TEST(Bf16DotFp8, DecodeRowsIsExact) {
 
 // dot_rows_fp8 on decoded rows [n0, n0 + rows) against the double sums of x (bf16) times
 // the dequantised weights. Bound: float32 accumulation of K exact products plus, with
-// block scales, one rounding for each block's scaling and one for its add: (K + 2 *
-// blocks + 1) * 2^-24 of the magnitude, doubled (Higham 3.1 with gamma_n <= 2 n u).
+// block scales, one rounding for each block's scaled add (an FMA): (K + blocks + 1) *
+// 2^-24 of the magnitude, doubled (Higham 3.1 with gamma_n <= 2 n u).
 void check_dot_rows_fp8(int64_t rows, int64_t n0, int64_t K, int tokens, bool blocked, uint64_t seed) {
   SCOPED_TRACE(testing::Message() << "rows=" << rows << " n0=" << n0 << " K=" << K << " tokens=" << tokens
                                   << (blocked ? " block scales" : " row scales"));
@@ -107,8 +107,8 @@ void check_dot_rows_fp8(int64_t rows, int64_t n0, int64_t K, int tokens, bool bl
   std::vector<uint16_t> w(static_cast<size_t>(rows * ldw));
   bd::decode_fp8_rows(codes.data() + n0 * ldc, ldc, rows, K, w.data(), ldw);
   const int64_t ld = 2 * bd::kBlockTokens;
-  std::vector<float> sums(static_cast<size_t>(rows * ld), NAN), part(static_cast<size_t>(rows * ld), NAN);
-  bd::dot_rows_fp8(w.data(), ldw, rows, packed.data(), bw, tokens, K, scales, n0, sums.data(), ld, part.data());
+  std::vector<float> sums(static_cast<size_t>(rows * ld), NAN);
+  bd::dot_rows_fp8(w.data(), ldw, rows, packed.data(), bw, tokens, K, scales, n0, sums.data(), ld);
   const double blocks = static_cast<double>(ceil128(K));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = n0 + r;
@@ -131,9 +131,9 @@ TEST(Bf16DotFp8, DotRowsFp8MatchesScalarReference) {
   SKIP_WITHOUT_BF16_DOT();
   uint64_t seed = 1;
   for (bool blocked : {false, true}) {
-    // Rows across the 128-row scale boundary (n0 = 120), the 12- and 4-row tiles and tails;
+    // Rows across the 128-row scale boundary (n0 = 120), the 12-, 6- and 4-row tiles and tails;
     // K odd, around 32 and around the 128-wide scale blocks; tokens around 8 and 16.
-    for (int64_t rows : {1, 5, 12, 13}) {
+    for (int64_t rows : {1, 5, 6, 7, 12, 13}) {
       for (int64_t n0 : {0, 120}) {
         for (int64_t K : {1, 3, 31, 33, 127, 128, 129, 257, 300}) {
           for (int tokens : {1, 8, 9, 16, 17, 32}) check_dot_rows_fp8(rows, n0, K, tokens, blocked, seed++);
@@ -141,6 +141,7 @@ TEST(Bf16DotFp8, DotRowsFp8MatchesScalarReference) {
       }
     }
     check_dot_rows_fp8(25, 250, 2049, 31, blocked, 999);
+    check_dot_rows_fp8(48, 100, 770, 20, blocked, 998);  // a down item's 48 rows
   }
 }
 

@@ -25,9 +25,9 @@
 // FP8 weights (float8_e4m3fn, row or 128x128 block scales) use the same tiles: every
 // e4m3fn value is exactly a bf16 value, so a task decodes its rows once into bf16
 // scratch (common/fp8_decode.h, the Kernel policy: the value times 2^-8) and runs
-// dot_rows on them unchanged; dot_rows_fp8 applies the scales to the sums (a 128x128
-// block scale by running each 128-wide K range on its own and adding scale times its
-// partial sums). The decoded products are exact, so the result differs from the
+// dot_rows on them unchanged; dot_rows_fp8 applies the scales to the sums (128x128
+// block scales in a variant of the tile that adds each 128-wide K range's partial sums,
+// times its scale, in registers). The decoded products are exact, so the result differs from the
 // dequantised reference only by float32 accumulation order (and x's rounding to bf16).
 #pragma once
 
@@ -85,12 +85,12 @@ constexpr int64_t kMaxScaledRows = 4 * kTileRows;
 // dot_rows for rows [n0, n0 + rows) of an FP8 matrix whose rows were decoded by
 // decode_fp8_rows to w (row stride ldw), with the scales applied: sums[r * ld + i] = the
 // real dot product of row n0 + r with token i (the same lanes as dot_rows). PerRow: the
-// sums times scale[n0 + r] * 2^8. Block128: each 128-wide K range through dot_rows into
-// `part` (work space of rows * ld floats, unused for PerRow), times its block's scale *
-// 2^8, added in K order. rows <= kMaxScaledRows. Only callable when
+// sums times scale[n0 + r] * 2^8. Block128: a tile of 6 rows sums each 128-wide K range
+// into its own registers and adds them, times the range's block scale * 2^8, into a
+// second set, in K order. rows <= kMaxScaledRows. Only callable when
 // kiln::cpu_has_bf16_dot().
 void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
-                  int64_t K, const Fp8Scales& scales, int64_t n0, float* sums, int64_t ld, float* part);
+                  int64_t K, const Fp8Scales& scales, int64_t n0, float* sums, int64_t ld);
 
 }  // namespace kiln::cpu::bf16dot
 

@@ -71,10 +71,10 @@ void claim_items(ThreadPool& pool, int64_t n, const MakeScratch& make_scratch, c
   });
 }
 
-// A task's work space: FP8 rows decoded to bf16 and the block-scaled partial sums.
+// A task's work space: FP8 rows decoded to bf16, and a down item's accumulator.
 struct TaskScratch {
   std::vector<uint16_t> decoded;
-  std::vector<float> part;
+  std::vector<float> acc;
 };
 
 class Bf16DotMoe {
@@ -125,7 +125,7 @@ class Bf16DotMoe {
 
     // 2. Gate and up.
     claim_items(
-        pool, piece_begin_.back(), [&] { return MakeScratch(2 * kTileRows * H, kTileRows); },
+        pool, piece_begin_.back(), [&] { return MakeScratch(2 * kTileRows * H); },
         [&](int64_t p, TaskScratch& scratch) {
           const size_t k = ActiveOf(piece_begin_, p);
           GateUpPiece(k, p - piece_begin_[k], xp, scratch);
@@ -146,8 +146,8 @@ class Bf16DotMoe {
     claim_items(
         pool, ceil_div(H, kDownRows),
         [&] {
-          TaskScratch scratch = MakeScratch(kDownRows * plan_.max_inter, kDownRows);
-          scratch.part.resize(scratch.part.size() + static_cast<size_t>(a_.tokens * kDownRows));
+          TaskScratch scratch = MakeScratch(kDownRows * plan_.max_inter);
+          scratch.acc.resize(static_cast<size_t>(a_.tokens * kDownRows));
           return scratch;
         },
         [&](int64_t i, TaskScratch& scratch) { DownItem(i * kDownRows, ap, scratch); });
@@ -181,13 +181,10 @@ class Bf16DotMoe {
     });
   }
 
-  // Scratch for `decoded` bf16 weights (FP8 experts only) and `part` sums of `rows` rows.
-  TaskScratch MakeScratch(int64_t decoded, int64_t rows) const {
+  // Scratch for `decoded` bf16 weights (FP8 experts only).
+  TaskScratch MakeScratch(int64_t decoded) const {
     TaskScratch s;
-    if (fp8_) {
-      s.decoded.resize(static_cast<size_t>(decoded));
-      s.part.resize(static_cast<size_t>(rows * kSumsLd));
-    }
+    if (fp8_) s.decoded.resize(static_cast<size_t>(decoded));
     return s;
   }
 
@@ -210,8 +207,7 @@ class Bf16DotMoe {
   void Dot(const ExpertMatrix& mat, int64_t cols, const uint16_t* w, int64_t ldw, int64_t n, int64_t rows,
            const uint32_t* x, int64_t bw, int tokens, float* sums, TaskScratch& scratch) const {
     if (!fp8_) return bf16dot::dot_rows(w, ldw, rows, x, bw, tokens, cols, sums, kSumsLd);
-    bf16dot::dot_rows_fp8(w, ldw, rows, x, bw, tokens, cols, {mat.scale, a_.scale_layout, cols}, n, sums, kSumsLd,
-                          scratch.part.data());
+    bf16dot::dot_rows_fp8(w, ldw, rows, x, bw, tokens, cols, {mat.scale, a_.scale_layout, cols}, n, sums, kSumsLd);
   }
 
   // Gate and up rows [12 g, 12 g + 12) of active expert k for all its slots.
@@ -243,10 +239,10 @@ class Bf16DotMoe {
   }
 
   // Output rows [h0, h0 + kDownRows) of every token.
-  // The accumulator of a down item is the tail of scratch.part ([tokens, kDownRows]).
+  // The item's accumulator is scratch.acc ([tokens, kDownRows]).
   void DownItem(int64_t h0, const uint32_t* ap, TaskScratch& scratch) const {
     const int64_t rows = std::min(kDownRows, a_.hidden - h0);
-    float* acc = scratch.part.data() + (fp8_ ? kDownRows * kSumsLd : 0);
+    float* acc = scratch.acc.data();
     std::fill(acc, acc + a_.tokens * kDownRows, 0.0f);
     float sums[kDownRows * kSumsLd];
     for (size_t k = 0; k < plan_.active.size(); ++k) {
