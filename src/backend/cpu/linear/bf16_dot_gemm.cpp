@@ -57,9 +57,13 @@ namespace {
 // The register tile: kRows weight rows by kFull blocks of 16 tokens, then (kHalf) the
 // first 8 tokens of one more block in 256-bit registers: a token group's last block
 // holding at most 8 tokens costs half of a full one, which matters for MoE experts of a
-// few dozen tokens each. Rows are prefetched 512 bytes ahead once per 16 pairs (a cache
-// line): MoE expert rows come from memory, and 12 concurrent streams are more than the
-// hardware prefetcher follows reliably.
+// few dozen tokens each. Rows are prefetched kPrefetchBytes ahead once per 16 pairs (a
+// cache line): MoE expert rows come from memory, and a dozen concurrent streams are more
+// than the hardware prefetcher follows reliably. 2 KiB ahead against 512 bytes: bf16
+// experts at 32 tokens each 1.45-1.49x -> 1.57-1.63x the float32 path's speed in the
+// same runs (one thread, alternating binaries); the linears (weights in L2) the same.
+constexpr int kPrefetchBytes = 2048;
+
 template <int kRows, int kFull, bool kHalf>
 struct Tile {
   static constexpr int kSlots = kFull > 0 ? kFull : 1;
@@ -101,7 +105,7 @@ KILN_BF16_DOT_TARGET void tile(const uint16_t* w, int64_t ldw, const uint32_t* x
   for (int64_t p = 0; p < pairs; ++p) {
     if (p % 16 == 0) {
 #pragma GCC unroll 32
-      for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + 512, _MM_HINT_T0);
+      for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + kPrefetchBytes, _MM_HINT_T0);
     }
     t.step(xp + p * kBlockTokens, block_stride, [&](int r) {
       uint32_t word;
@@ -173,7 +177,7 @@ KILN_BF16_DOT_TARGET void tile_block_scaled(const uint16_t* w, int64_t ldw, cons
     for (int64_t p = kb / 2; p < p_end; ++p) {
       if (p % 16 == 0) {
 #pragma GCC unroll 32
-        for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + 512, _MM_HINT_T0);
+        for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + kPrefetchBytes, _MM_HINT_T0);
       }
       part.step(xp + p * kBlockTokens, block_stride, [&](int r) {
         uint32_t word;
