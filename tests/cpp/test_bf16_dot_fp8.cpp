@@ -88,7 +88,8 @@ void check_dot_rows_fp8(int64_t rows, int64_t n0, int64_t K, int tokens, bool bl
   for (uint8_t& c : codes) c = static_cast<uint8_t>(rng());
   const std::vector<float> scale =
       random_scales(static_cast<size_t>(blocked ? ceil128(N) * ceil128(K) : N), seed + 1);
-  const bd::Fp8Scales scales{scale.data(), blocked ? backend::Fp8ScaleLayout::Block128 : backend::Fp8ScaleLayout::PerRow, K};
+  const bd::Fp8Scales scales{scale.data(),
+                             blocked ? backend::Fp8ScaleLayout::Block128 : backend::Fp8ScaleLayout::PerRow, K};
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<std::vector<uint16_t>> x(static_cast<size_t>(tokens));
   for (auto& row : x) {
@@ -115,7 +116,8 @@ void check_dot_rows_fp8(int64_t rows, int64_t n0, int64_t K, int tokens, bool bl
     for (int t = 0; t < tokens; ++t) {
       double want = 0, mag = 0;
       for (int64_t k = 0; k < K; ++k) {
-        const double s = blocked ? scale[static_cast<size_t>(n / 128 * ceil128(K) + k / 128)] : scale[static_cast<size_t>(n)];
+        const double s = blocked ? scale[static_cast<size_t>(n / 128 * ceil128(K) + k / 128)]
+                                 : scale[static_cast<size_t>(n)];
         const double p = fp8_value(codes[static_cast<size_t>(n * ldc + k)]) * s *
                          static_cast<double>(bf16_bits_to_float(x[static_cast<size_t>(t)][static_cast<size_t>(k)]));
         want += p;
@@ -167,7 +169,8 @@ void check_linear_fp8(DType dt, int64_t M, int64_t N, int64_t K, bool blocked, b
     }
   }
   const Reference ref =
-      reference_linear(activations_as_used(x, M, DType::Float8_e4m3fn), wv, b ? values(*b) : std::vector<double>{}, M, N, K);
+      reference_linear(activations_as_used(x, M, DType::Float8_e4m3fn), wv, b ? values(*b) : std::vector<double>{}, M,
+                       N, K);
   const Tensor y = linear_fp8(x, q, scale, b);
   ASSERT_EQ(y.dtype(), dt);
   expect_close(y, ref, K + 2 * ceil128(K), what);
@@ -231,7 +234,8 @@ TEST(Bf16DotFp8, EveryCodeExactOnTheDotPath) {
       for (int64_t m = 0; m < 3; ++m) {
         for (int64_t n = 0; n < N; ++n) {
           const uint8_t code = static_cast<uint8_t>((n + k) % 256);
-          const float s = blocked ? sv[static_cast<size_t>(n / 128 * ceil128(K) + k / 128)] : sv[static_cast<size_t>(n)];
+          const float s =
+              blocked ? sv[static_cast<size_t>(n / 128 * ceil128(K) + k / 128)] : sv[static_cast<size_t>(n)];
           ASSERT_EQ(y[static_cast<size_t>(m * N + n)], static_cast<double>(static_cast<float>(fp8_value(code)) * s))
               << "code 0x" << std::hex << int{code} << std::dec << " k " << k << (blocked ? " blocked" : "");
         }

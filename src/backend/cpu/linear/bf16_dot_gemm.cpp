@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/cast/cast.h"
@@ -105,7 +106,9 @@ KILN_BF16_DOT_TARGET void tile(const uint16_t* w, int64_t ldw, const uint32_t* x
   for (int64_t p = 0; p < pairs; ++p) {
     if (p % 16 == 0) {
 #pragma GCC unroll 32
-      for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + kPrefetchBytes, _MM_HINT_T0);
+      for (int r = 0; r < kRows; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + kPrefetchBytes, _MM_HINT_T0);
+      }
     }
     t.step(xp + p * kBlockTokens, block_stride, [&](int r) {
       uint32_t word;
@@ -177,7 +180,9 @@ KILN_BF16_DOT_TARGET void tile_block_scaled(const uint16_t* w, int64_t ldw, cons
     for (int64_t p = kb / 2; p < p_end; ++p) {
       if (p % 16 == 0) {
 #pragma GCC unroll 32
-        for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + kPrefetchBytes, _MM_HINT_T0);
+        for (int r = 0; r < kRows; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + kPrefetchBytes, _MM_HINT_T0);
+        }
       }
       part.step(xp + p * kBlockTokens, block_stride, [&](int r) {
         uint32_t word;
@@ -187,7 +192,8 @@ KILN_BF16_DOT_TARGET void tile_block_scaled(const uint16_t* w, int64_t ldw, cons
     }
     if (K % 2 != 0 && kb + kFp8ScaleBlock >= K) {
       // The last weight alone in the last range (as in tile()).
-      part.step(xp + pairs * kBlockTokens, block_stride, [&](int r) { return static_cast<uint32_t>(w[r * ldw + K - 1]); });
+      part.step(xp + pairs * kBlockTokens, block_stride,
+                [&](int r) { return static_cast<uint32_t>(w[r * ldw + K - 1]); });
     }
 #pragma GCC unroll 32
     for (int r = 0; r < kRows; ++r) {
@@ -263,12 +269,16 @@ void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, 
 void dot_rows_block_scaled(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride,
                            int tokens, int64_t K, const float* const* block_scale, float* sums, int64_t ld) {
   constexpr int kHalfTokens = kBlockTokens / 2;
-  if (tokens <= kHalfTokens) return rows_block_scaled<0, true>(w, ldw, rows, xp, block_stride, K, block_scale, sums, ld);
-  if (tokens <= kBlockTokens) return rows_block_scaled<1, false>(w, ldw, rows, xp, block_stride, K, block_scale, sums, ld);
-  if (tokens <= kBlockTokens + kHalfTokens) {
-    return rows_block_scaled<1, true>(w, ldw, rows, xp, block_stride, K, block_scale, sums, ld);
-  }
-  rows_block_scaled<2, false>(w, ldw, rows, xp, block_stride, K, block_scale, sums, ld);
+  const auto run = [&](auto full, auto half) {
+    rows_block_scaled<decltype(full)::value, decltype(half)::value>(w, ldw, rows, xp, block_stride, K, block_scale,
+                                                                    sums, ld);
+  };
+  using Half = std::true_type;
+  using Whole = std::false_type;
+  if (tokens <= kHalfTokens) return run(std::integral_constant<int, 0>{}, Half{});
+  if (tokens <= kBlockTokens) return run(std::integral_constant<int, 1>{}, Whole{});
+  if (tokens <= kBlockTokens + kHalfTokens) return run(std::integral_constant<int, 1>{}, Half{});
+  run(std::integral_constant<int, 2>{}, Whole{});
 }
 
 #else  // not x86-64: cpu_has_bf16_dot() is false, so no caller gets here.
