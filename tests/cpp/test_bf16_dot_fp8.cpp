@@ -322,7 +322,11 @@ TEST(Bf16DotFp8, AutoPicksTheTilesByTokensPerExpert) {
       Tensor ids = empty({c.T, 1}, DType::Int32);
       for (int64_t t = 0; t < c.T; ++t) ids.data<int32_t>()[t] = static_cast<int32_t>(t % 2);
       const Tensor weights = full({c.T, 1}, Scalar(0.5), DType::Float32);
-      const Tensor automatic = moe_experts(in.x, weights, ids, in.experts);
+      Tensor automatic;
+      {
+        const Bf16DotMode on(1);  // whatever KILN_BF16_DOT says
+        automatic = moe_experts(in.x, weights, ids, in.experts);
+      }
       const ForceTiled tiled;
       std::vector<double> by_path[2];
       for (int mode : {0, 1}) {
