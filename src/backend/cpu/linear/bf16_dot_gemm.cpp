@@ -63,6 +63,9 @@ namespace {
 // than the hardware prefetcher follows reliably. 2 KiB ahead against 512 bytes: bf16
 // experts at 32 tokens each 1.45-1.49x -> 1.57-1.63x the float32 path's speed in the
 // same runs (one thread, alternating binaries); the linears (weights in L2) the same.
+// The next tile's rows (the kRows rows after these, at the same column) are prefetched
+// into L2 as well, so a tile does not start on rows straight from memory: bf16 experts
+// 1.54-1.64x -> 1.79-1.95x the float32 path's speed (4 runs each, alternating).
 constexpr int kPrefetchBytes = 2048;
 
 template <int kRows, int kFull, bool kHalf>
@@ -108,6 +111,7 @@ KILN_BF16_DOT_TARGET void tile(const uint16_t* w, int64_t ldw, const uint32_t* x
 #pragma GCC unroll 32
       for (int r = 0; r < kRows; ++r) {
         _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + kPrefetchBytes, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + (r + kRows) * ldw + 2 * p), _MM_HINT_T1);
       }
     }
     t.step(xp + p * kBlockTokens, block_stride, [&](int r) {
