@@ -97,7 +97,7 @@ struct Tile {
 
 template <int kRows, int kFull, bool kHalf>
 KILN_BF16_DOT_TARGET void tile(const uint16_t* w, int64_t ldw, const uint32_t* xp, int64_t block_stride, int64_t K,
-                               float* sums, int64_t ld) {
+                               float* sums, int64_t ld, const CodeStream& next) {
   Tile<kRows, kFull, kHalf> t;
 #pragma GCC unroll 32
   for (int r = 0; r < kRows; ++r) {
@@ -112,6 +112,12 @@ KILN_BF16_DOT_TARGET void tile(const uint16_t* w, int64_t ldw, const uint32_t* x
       for (int r = 0; r < kRows; ++r) {
         _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + kPrefetchBytes, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(w + (r + kRows) * ldw + 2 * p), _MM_HINT_T1);
+      }
+      if (next.codes != nullptr && p % 32 == 0) {
+#pragma GCC unroll 32
+        for (int r = 0; r < kRows; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(next.codes + r * next.ld + 2 * p), _MM_HINT_T0);
+        }
       }
     }
     t.step(xp + p * kBlockTokens, block_stride, [&](int r) {
@@ -142,13 +148,17 @@ constexpr int kRegisterRows = 6;
 
 template <int kFull, bool kHalf>
 void rows_of(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int64_t K,
-             float* sums, int64_t ld) {
+             float* sums, int64_t ld, const CodeStream& next) {
   int64_t r = 0;
   for (; r + kRegisterRows <= rows; r += kRegisterRows) {
-    tile<kRegisterRows, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
+    tile<kRegisterRows, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld, next.rows_from(r));
   }
-  for (; r + 4 <= rows; r += 4) tile<4, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
-  for (; r < rows; ++r) tile<1, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld);
+  for (; r + 4 <= rows; r += 4) {
+    tile<4, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld, next.rows_from(r));
+  }
+  for (; r < rows; ++r) {
+    tile<1, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, sums + r * ld, ld, next.rows_from(r));
+  }
 }
 
 // 2^8: the FP8 Kernel decode's factor undone (exact).
@@ -162,7 +172,8 @@ constexpr float kUndoFp8Decode = 1.0f / kFp8KernelDecodedPerReal;
 // block-scaled FP8 ~35% more than row scales; this runs at their speed.
 template <int kRows, int kFull, bool kHalf>
 KILN_BF16_DOT_TARGET void tile_block_scaled(const uint16_t* w, int64_t ldw, const uint32_t* xp, int64_t block_stride,
-                                            int64_t K, const float* const* block_scale, float* sums, int64_t ld) {
+                                            int64_t K, const float* const* block_scale, float* sums, int64_t ld,
+                                            const CodeStream& next) {
   Tile<kRows, kFull, kHalf> part;
   __m512 total[kRows][Tile<kRows, kFull, kHalf>::kSlots];
   __m256 total_half[kRows];
@@ -186,6 +197,12 @@ KILN_BF16_DOT_TARGET void tile_block_scaled(const uint16_t* w, int64_t ldw, cons
 #pragma GCC unroll 32
         for (int r = 0; r < kRows; ++r) {
           _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + 2 * p) + kPrefetchBytes, _MM_HINT_T0);
+        }
+        if (next.codes != nullptr && p % 32 == 0) {
+#pragma GCC unroll 32
+          for (int r = 0; r < kRows; ++r) {
+            _mm_prefetch(reinterpret_cast<const char*>(next.codes + r * next.ld + 2 * p), _MM_HINT_T0);
+          }
         }
       }
       part.step(xp + p * kBlockTokens, block_stride, [&](int r) {
@@ -220,14 +237,15 @@ KILN_BF16_DOT_TARGET void tile_block_scaled(const uint16_t* w, int64_t ldw, cons
 
 template <int kFull, bool kHalf>
 void rows_block_scaled(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride,
-                       int64_t K, const float* const* block_scale, float* sums, int64_t ld) {
+                       int64_t K, const float* const* block_scale, float* sums, int64_t ld, const CodeStream& next) {
   int64_t r = 0;
   for (; r + kRegisterRows <= rows; r += kRegisterRows) {
     tile_block_scaled<kRegisterRows, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, block_scale + r,
-                                                   sums + r * ld, ld);
+                                                   sums + r * ld, ld, next.rows_from(r));
   }
   for (; r < rows; ++r) {
-    tile_block_scaled<1, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, block_scale + r, sums + r * ld, ld);
+    tile_block_scaled<1, kFull, kHalf>(w + r * ldw, ldw, xp, block_stride, K, block_scale + r, sums + r * ld, ld,
+                                       next.rows_from(r));
   }
 }
 
@@ -257,25 +275,26 @@ KILN_BF16_DOT_TARGET void scale_rows(float* sums, const float* part, int64_t ld,
 }  // namespace
 
 void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
-              int64_t K, float* sums, int64_t ld) {
+              int64_t K, float* sums, int64_t ld, const CodeStream& next) {
   KILN_CHECK_KIND(cpu_has_bf16_dot(), Runtime, "bf16 dot", "called on a CPU without AVX512-BF16");
   KILN_CHECK_KIND(tokens >= 1 && tokens <= 2 * kBlockTokens, Runtime, "bf16 dot", "tokens must be in 1..32, got {}",
                   tokens);
   // Whole 16-token blocks, and 8 lanes for a last block of at most 8 tokens.
   constexpr int kHalfTokens = kBlockTokens / 2;
-  if (tokens <= kHalfTokens) return rows_of<0, true>(w, ldw, rows, xp, block_stride, K, sums, ld);
-  if (tokens <= kBlockTokens) return rows_of<1, false>(w, ldw, rows, xp, block_stride, K, sums, ld);
-  if (tokens <= kBlockTokens + kHalfTokens) return rows_of<1, true>(w, ldw, rows, xp, block_stride, K, sums, ld);
-  rows_of<2, false>(w, ldw, rows, xp, block_stride, K, sums, ld);
+  if (tokens <= kHalfTokens) return rows_of<0, true>(w, ldw, rows, xp, block_stride, K, sums, ld, next);
+  if (tokens <= kBlockTokens) return rows_of<1, false>(w, ldw, rows, xp, block_stride, K, sums, ld, next);
+  if (tokens <= kBlockTokens + kHalfTokens) return rows_of<1, true>(w, ldw, rows, xp, block_stride, K, sums, ld, next);
+  rows_of<2, false>(w, ldw, rows, xp, block_stride, K, sums, ld, next);
 }
 
 // dot_rows with per-row, per-128-wide-range scales (block_scale[r][kb / 128] * 2^8).
 void dot_rows_block_scaled(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride,
-                           int tokens, int64_t K, const float* const* block_scale, float* sums, int64_t ld) {
+                           int tokens, int64_t K, const float* const* block_scale, float* sums, int64_t ld,
+                           const CodeStream& next) {
   constexpr int kHalfTokens = kBlockTokens / 2;
   const auto run = [&](auto full, auto half) {
     rows_block_scaled<decltype(full)::value, decltype(half)::value>(w, ldw, rows, xp, block_stride, K, block_scale,
-                                                                    sums, ld);
+                                                                    sums, ld, next);
   };
   using Half = std::true_type;
   using Whole = std::false_type;
@@ -288,9 +307,10 @@ void dot_rows_block_scaled(const uint16_t* w, int64_t ldw, int64_t rows, const u
 #else  // not x86-64: cpu_has_bf16_dot() is false, so no caller gets here.
 
 void dot_rows_block_scaled(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, int, int64_t,
-                           const float* const*, float*, int64_t) {}
+                           const float* const*, float*, int64_t, const CodeStream&) {}
 
-void dot_rows(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, int, int64_t, float*, int64_t) {
+void dot_rows(const uint16_t*, int64_t, int64_t, const uint32_t*, int64_t, int, int64_t, float*, int64_t,
+              const CodeStream&) {
   fail(ErrorKind::Runtime, "bf16 dot", "AVX512-BF16 kernels exist only on x86-64");
 }
 
@@ -305,7 +325,7 @@ void decode_fp8_rows(const uint8_t* codes, int64_t ldc, int64_t rows, int64_t K,
 }
 
 void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
-                  int64_t K, const Fp8Scales& scales, int64_t n0, float* sums, int64_t ld) {
+                  int64_t K, const Fp8Scales& scales, int64_t n0, float* sums, int64_t ld, const CodeStream& next) {
   constexpr float kUndoDecode = 1.0f / kFp8KernelDecodedPerReal;  // 2^8: exact
   // dot_rows writes the lanes up to the next multiple of 8 (zero past `tokens`).
   const int64_t lanes = (tokens + 7) / 8 * 8;
@@ -315,7 +335,7 @@ void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* 
                   kMaxScaledRows, rows);
   float row_scale[kMaxScaledRows];
   if (scales.layout == Fp8ScaleLayout::PerRow) {
-    dot_rows(w, ldw, rows, xp, block_stride, tokens, K, sums, ld);
+    dot_rows(w, ldw, rows, xp, block_stride, tokens, K, sums, ld, next);
     for (int64_t r = 0; r < rows; ++r) row_scale[r] = scales.scale[n0 + r] * kUndoDecode;
     scale_rows(sums, sums, ld, rows, lanes, row_scale, true);
     return;
@@ -328,7 +348,7 @@ void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* 
   const int64_t col_blocks = ceil_div(scales.cols, kFp8ScaleBlock);
   const float* row_blocks[kMaxScaledRows];
   for (int64_t r = 0; r < rows; ++r) row_blocks[r] = scales.scale + (n0 + r) / kFp8ScaleBlock * col_blocks;
-  dot_rows_block_scaled(w, ldw, rows, xp, block_stride, tokens, K, row_blocks, sums, ld);
+  dot_rows_block_scaled(w, ldw, rows, xp, block_stride, tokens, K, row_blocks, sums, ld, next);
 }
 
 }  // namespace kiln::cpu::bf16dot

@@ -63,8 +63,17 @@ void round_to_bf16(DType dtype, const void* src, int64_t n, uint16_t* dst, float
 // Accumulation is float32 in k order. Lanes past `tokens` up to the next multiple of 8
 // are written too (the packed zeros give zero); nothing past that. Only callable when
 // kiln::cpu_has_bf16_dot(). rows >= 0, K >= 0 (K = 0 gives zeros).
+// FP8 codes a caller decodes next (rows at codes + r * ld bytes), prefetched by the tiles
+// while they run, so that the decode after them does not wait on memory: row r of the
+// stream beside row r of the tile, the bytes [2p, 2p + 64) once every 32 pairs p.
+struct CodeStream {
+  const uint8_t* codes = nullptr;
+  int64_t ld = 0;
+  CodeStream rows_from(int64_t r) const { return codes == nullptr ? CodeStream{} : CodeStream{codes + r * ld, ld}; }
+};
+
 void dot_rows(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
-              int64_t K, float* sums, int64_t ld);
+              int64_t K, float* sums, int64_t ld, const CodeStream& next = {});
 
 // The scales of an FP8 matrix (`cols` = its K) in `layout`, as LinearWeight and
 // ExpertMatrix hold them: PerRow scale[n]; Block128 scale[n / 128 * ceil(cols / 128) +
@@ -91,7 +100,7 @@ constexpr int64_t kMaxScaledRows = 4 * kTileRows;
 // second set, in K order. rows <= kMaxScaledRows. Only callable when
 // kiln::cpu_has_bf16_dot().
 void dot_rows_fp8(const uint16_t* w, int64_t ldw, int64_t rows, const uint32_t* xp, int64_t block_stride, int tokens,
-                  int64_t K, const Fp8Scales& scales, int64_t n0, float* sums, int64_t ld);
+                  int64_t K, const Fp8Scales& scales, int64_t n0, float* sums, int64_t ld, const CodeStream& next = {});
 
 }  // namespace kiln::cpu::bf16dot
 
