@@ -457,11 +457,20 @@ void linear_dot(ThreadPool& pool, const LinearWeight& w, const LinearActivations
           const int64_t n0 = t * kTileRows;
           const int64_t rows = std::min(kTileRows, N - n0);
           const uint16_t* wt = wp + (n0 - pn0) * ldw;
+          // FP8: the last chunk's first block pair prefetches the codes of the rows this tile
+          // will hold in the task's next panel, which is decoded right after it.
+          bf16dot::CodeStream next_codes;
+          if constexpr (kFp8) {
+            const int64_t next_n0 = n0 + (pt1 - pt0) * kTileRows;
+            if (c1 == blocks && pt1 < t1 && next_n0 < N) {
+              next_codes = {static_cast<const uint8_t*>(w.data) + next_n0 * w.row_stride, w.row_stride};
+            }
+          }
           for (int64_t b = c0; b < c1; b += 2) {
             const int64_t tokens = std::min((std::min<int64_t>(2, c1 - b)) * kBlockTokens, M - b * kBlockTokens);
             if constexpr (kFp8) {
               bf16dot::dot_rows_fp8(wt, ldw, rows, packed + b * bw, bw, static_cast<int>(tokens), K, scales, n0, sums,
-                                    2 * kBlockTokens);
+                                    2 * kBlockTokens, b == c0 ? next_codes : bf16dot::CodeStream{});
             } else {
               bf16dot::dot_rows(wt, ldw, rows, packed + b * bw, bw, static_cast<int>(tokens), K, sums,
                                 2 * kBlockTokens);
