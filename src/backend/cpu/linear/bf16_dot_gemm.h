@@ -1,6 +1,7 @@
 // The bf16 dot-product GEMM of prefill (AVX512-BF16, vdpbf16ps), internal to the CPU
-// backend: many-row `linear` with bfloat16 weights and the many-token MoE expert kernel
-// with bfloat16 experts use it when kiln::bf16_dot_enabled() (kiln/cpu_features.h).
+// backend: many-row `linear` / `linear_fp8` with bfloat16 or float8_e4m3fn weights and
+// the many-token MoE expert kernel with bfloat16 or float8_e4m3fn experts use it when
+// kiln::bf16_dot_enabled() (kiln/cpu_features.h).
 //
 // vdpbf16ps multiplies 16 lanes of bf16 pairs by 16 lanes of bf16 pairs and adds both
 // exact products to a float32 lane, in order (odd element, then even), rounding each
@@ -28,8 +29,10 @@
 // scratch (common/fp8_decode.h, the Kernel policy: the value times 2^-8) and runs
 // dot_rows on them unchanged; dot_rows_fp8 applies the scales to the sums (128x128
 // block scales in a variant of the tile that adds each 128-wide K range's partial sums,
-// times its scale, in registers). The decoded products are exact, so the result differs from the
-// dequantised reference only by float32 accumulation order (and x's rounding to bf16).
+// times its scale, in registers). The decoded products are exact, so the result differs
+// from the dequantised reference only by float32 accumulation order (and x's rounding to
+// bf16). The decode reads its codes from memory, so callers hand the tiles that run
+// before it a CodeStream of those codes to prefetch.
 #pragma once
 
 #include <cstdint>
