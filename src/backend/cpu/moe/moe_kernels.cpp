@@ -99,11 +99,12 @@ constexpr int64_t kTiledMinTokensPerExpert = 4;
 // on, the float32 FMA tiles below it. The dot tiles broadcast weight pairs against 8 or
 // 16 tokens a register, so an expert with a few tokens leaves most lanes empty, where
 // the FMA tiles run 16 K values a register whatever the token count. Measured on a Zen 4
-// (one thread, CPU time per call, 32 of Qwen3-30B-A3B's experts, FMA tiles / dot tiles):
-// 4 tokens per expert bf16 35 / 57 ms, FP8 rows 35 / 63; 8: bf16 51 / 54, FP8 rows 47 /
-// 59-69, FP8 blocks 60 / 67; 16: bf16 79 / 64-66, FP8 rows 73-79 / 65-69, FP8 blocks
-// 97-100 / 73; 32: bf16 136 / 79, FP8 rows 124 / 87 (docs/bench.md).
-constexpr int64_t kDotMinTokensPerExpert = 12;
+// (one thread, CPU time per call, 32 of Qwen3-30B-A3B's experts, FMA tiles / dot tiles,
+// the dot tiles with their row and FP8 code prefetches): 4 tokens per expert bf16
+// 29.6-31.8 / 35.3-36.2 ms, FP8 rows 29.4-35.5 / 35.0-41.6, FP8 blocks 33.2-33.5 /
+// 33.0-35.1; 8 tokens bf16 43.2-46.7 / 34.4-35.8, FP8 rows 40.3-44.5 / 37.2-39.1, FP8
+// blocks 51.9-56.4 / 35.0-41.1 (docs/bench.md).
+constexpr int64_t kDotMinTokensPerExpert = 6;
 
 std::atomic<MoeExpertPath> forced_path{MoeExpertPath::Auto};
 
