@@ -1,11 +1,13 @@
 // The CPU's bf16 dot-product instruction (AVX512-BF16's vdpbf16ps) and whether kiln's
 // prefill GEMMs use it. Light: no SIMD headers.
 //
-// With the instruction, many-row `linear` with bfloat16 weights, the many-token MoE
-// expert kernel with bfloat16 experts and (on CPUs with AVX-512 VBMI too) the one-row
-// FP8 kernels round their activations to bfloat16 (as PyTorch's bf16 models and
-// llama.cpp do) and multiply with vdpbf16ps, accumulating in float32; elsewhere (no
-// instruction, or KILN_BF16_DOT=0) they keep float32 activations and FMAs.
+// With the instruction, many-row `linear` / `linear_fp8` with bfloat16 or float8_e4m3fn
+// weights, the many-token MoE expert kernel with bfloat16 or float8_e4m3fn experts and
+// (on CPUs with AVX-512 VBMI too) the one-row FP8 kernels round their activations to
+// bfloat16 (as PyTorch's bf16 models and llama.cpp do) and multiply with vdpbf16ps,
+// accumulating in float32 (FP8 weights decode exactly to bf16); elsewhere (no
+// instruction, or KILN_BF16_DOT=0) they keep float32 activations and FMAs. One-row
+// kernels with bfloat16 weights keep float32 FMAs (no faster with the instruction).
 #pragma once
 
 namespace kiln {

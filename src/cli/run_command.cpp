@@ -163,9 +163,11 @@ int run(const RunOptions& o) {
     if (!o.no_probe) {
       const ExecutionContext context = current_context();
       const ComputeResult peak = measure_peak_compute(context.pool());
-      // bf16 weights multiply with the bf16 dot instruction where kiln uses it, so that
-      // peak is their roofline; FP8 and float32 weights run float32 FMAs.
-      const bool bf16_dot = peak.bf16_dot_used && info.weight_dtypes.rfind("bfloat16", 0) == 0;
+      // bf16 and FP8 weights multiply with the bf16 dot instruction where kiln uses it
+      // (FP8 decoded exactly to bf16), so that peak is their roofline; float32 weights run
+      // float32 FMAs.
+      const bool bf16_dot = peak.bf16_dot_used && (info.weight_dtypes.rfind("bfloat16", 0) == 0 ||
+                                                   info.weight_dtypes.rfind("float8_e4m3fn", 0) == 0);
       peak_gflops = bf16_dot ? peak.bf16_dot_gflops_all : peak.f32_gflops_all;
       fmt::print(stderr, "compute roofline: {:.1f} GFLOP/s {} ({} threads); float32 FMA {:.1f}, bf16 dot {}\n",
                  peak_gflops, bf16_dot ? "bf16 dot (vdpbf16ps)" : "float32 FMA", peak.threads, peak.f32_gflops_all,

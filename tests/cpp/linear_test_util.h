@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/linear/linear_kernels.h"
+#include "kiln/cpu_features.h"
 #include "kiln/error.h"
 #include "kiln/ops/creation.h"
 #include "kiln/scalar_types.h"
@@ -56,6 +57,17 @@ inline std::vector<double> values(const Tensor& t) {
   Tensor d = t.to(DType::Float64).contiguous();
   const double* p = d.data<double>();
   return std::vector<double>(p, p + d.numel());
+}
+
+// x's values as the kernel multiplies them: many-row linear with bfloat16 or FP8 weights
+// on the bf16 dot path (kiln/cpu_features.h) rounds x to bf16 first (exact for bf16 x);
+// so does the one-row FP8 kernel on its bf16 dot path (cpu::fp8_kernels_round_x_to_bf16);
+// the other one-row kernels and the float32 paths use x as it is.
+inline std::vector<double> activations_as_used(const Tensor& x, int64_t M, DType weight_dtype) {
+  const bool many_rows = M > 1 && bf16_dot_enabled() &&
+                         (weight_dtype == DType::BFloat16 || weight_dtype == DType::Float8_e4m3fn);
+  const bool fp8_one_row = M == 1 && weight_dtype == DType::Float8_e4m3fn && cpu::fp8_kernels_round_x_to_bf16();
+  return values(many_rows || fp8_one_row ? x.to(DType::BFloat16) : x);
 }
 
 // y[m, n] = sum_k x[m, k] w[n, k] + b[n] in double, and the magnitude sum_k |x w| + |b|

@@ -107,19 +107,21 @@ inline double unit_roundoff(DType dt) {
   return dt == DType::Float32 ? 0x1p-24 : dt == DType::BFloat16 ? 0x1p-8 : 0x1p-11;
 }
 
-// The many-token kernel for bf16 experts on the bf16 dot path (kiln/cpu_features.h)
-// rounds x and the SwiGLU activations to bf16 before its products; so do the one-token
-// FP8 kernels on theirs (cpu::fp8_kernels_round_x_to_bf16()). Each rounding errs by at
-// most u = 2^-8 of the value (round to nearest even, 8 significant bits): x's moves gate
-// and up by 2^-8 of their magnitude sums ga and ua, so act = silu(g) u by
-// 2^-8 (1.1 ga |u| + |silu| ua) <= 2^-8 act_mag (add_expert's bound), and act's own
-// rounding adds 2^-8 |act| <= 2^-8 act_mag; the down sum carries 2^-7 act_mag per term
-// into 2^-7 of the output magnitude (1.01: the second-order 2^-16). Where FP8 experts take
-// the tiled kernel, which does not round, the bound is merely loose. Zero wherever
-// neither path can run: other weight dtypes, no AVX512-BF16, KILN_BF16_DOT=0.
+// The many-token kernel for bf16 and FP8 experts on the bf16 dot path
+// (kiln/cpu_features.h) rounds x and the SwiGLU activations to bf16 before its products
+// (FP8 weights decode exactly to bf16, so the weights add nothing); so do the one-token
+// FP8 kernels on theirs (cpu::fp8_kernels_round_x_to_bf16(), only where the switch is on).
+// Each rounding errs by at most the bf16 unit roundoff 2^-8 of the value (8 significant
+// bits): x's moves gate and up by 2^-8 of their magnitude sums ga and ua, so act =
+// silu(g) u by 2^-8 (1.1 ga |u| + |silu| ua) <= 2^-8 act_mag (add_expert's bound), and
+// act's own rounding adds 2^-8 |act| <= 2^-8 act_mag; the down sum carries 2^-7 act_mag
+// per term into 2^-7 of the output magnitude (1.01: the second-order 2^-16). Where a call
+// takes a kernel that does not round (FP8 tiles below 6 tokens per expert), the bound is
+// merely loose. Zero wherever no rounding path can run: other weight dtypes, no
+// AVX512-BF16, KILN_BF16_DOT=0.
 inline double bf16_dot_rounding(DType wdtype) {
-  if (wdtype == DType::Float8_e4m3fn) return cpu::fp8_kernels_round_x_to_bf16() ? 1.01 * 0x1p-7 : 0.0;
-  return wdtype == DType::BFloat16 && bf16_dot_enabled() ? 1.01 * 0x1p-7 : 0.0;
+  if (wdtype == DType::Float8_e4m3fn && cpu::fp8_kernels_round_x_to_bf16()) return 1.01 * 0x1p-7;
+  return (wdtype == DType::BFloat16 || wdtype == DType::Float8_e4m3fn) && bf16_dot_enabled() ? 1.01 * 0x1p-7 : 0.0;
 }
 
 inline void expect_matches(const Tensor& out, const ExpertReference& ref, int64_t H, int64_t I,

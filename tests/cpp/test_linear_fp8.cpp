@@ -1,7 +1,9 @@
 // linear_fp8, quantize_fp8_rowwise and dequantize_fp8 against float64 references
 // (dequantise, then multiply in double): every e4m3 code exact on every Highway target,
 // both scale layouts around the 128-block boundaries, one and many rows, each
-// activation dtype, bias, non-contiguous operands, and every error path.
+// activation dtype, bias, non-contiguous operands, and every error path. Many rows run
+// the bf16 dot path where the CPU has it (x rounded to bf16, which the reference then
+// does too: activations_as_used); test_bf16_dot_fp8.cpp runs both paths.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,9 +67,7 @@ void check_fp8(DType dt, int64_t M, int64_t N, int64_t K, bool blocked, bool wit
   const Tensor y = linear_fp8(x, q, scale, b);
   ASSERT_EQ(y.sizes(), (Shape{M, N}));
   ASSERT_EQ(y.dtype(), dt);
-  // One row runs the GEMV kernel, which may round x to bf16 (its bf16 dot path); more
-  // rows widen the weights for sgemm and keep x.
-  const Reference ref = reference_linear(M == 1 ? fp8_gemv_x_values(x) : values(x), dequantized_reference(q, scale),
+  const Reference ref = reference_linear(activations_as_used(x, M, q.dtype()), dequantized_reference(q, scale),
                                          b ? values(*b) : std::vector<double>{}, M, N, K);
   expect_close(y, ref, K, describe(dt, M, N, K, blocked, with_bias));
 }
@@ -201,7 +201,7 @@ TEST(LinearFp8, NonContiguousOperands) {
       for (int64_t M : {1, 3}) {
         const Tensor xm = x.narrow(0, 0, M);
         const Reference ref =
-            reference_linear(M == 1 ? fp8_gemv_x_values(xm) : values(xm), dequantized_reference(w, scale), {}, M, N, K);
+            reference_linear(activations_as_used(xm, M, w.dtype()), dequantized_reference(w, scale), {}, M, N, K);
         expect_close(linear_fp8(xm, w, scale), ref, K,
                      describe(DType::BFloat16, M, N, K, blocked, false) + " w strides " + shape_to_string(w.strides()));
       }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bf16_dot_mode.h"
+#include "kiln/cpu_features.h"
 #include "kiln/llm.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/elementwise.h"
@@ -80,7 +81,14 @@ int fp8_cpu_path(llm::WeightFormat format) { return format == llm::WeightFormat:
 // bfloat16 / FP8 weights: activations are rounded to bfloat16 before each linear (and the
 // cache is bfloat16), so a float32 difference that crosses a rounding boundary moves an
 // activation by one bfloat16 unit (2^-8 relative); a few such flips per layer keep the
-// logits within a few units of 2^-8 of the largest.
+// logits within a few units of 2^-8 of the largest. FP8 prompts on a CPU with the bf16
+// dot path (kiln/cpu_features.h) also round the activations of every many-row FP8 linear
+// and expert to bfloat16 (up to 2^-8 relative), where the device keeps float32: one more
+// unit of 2^-8 in the RMS bound (a Zen 4 build measured 1.13 x 2^-8).
+double fp8_prompt_rounding(llm::WeightFormat format) {
+  return format == llm::WeightFormat::Fp8 && bf16_dot_enabled() ? std::ldexp(1.0, -8) : 0.0;
+}
+
 TEST_F(LlmVulkan, DenseQwen3LogitsMatchCpuInNarrowWeights) {
   for (llm::WeightFormat format : {llm::WeightFormat::AsStored, llm::WeightFormat::Fp8}) {
     SCOPED_TRACE(std::string(llm::weight_format_name(format)));
@@ -89,8 +97,8 @@ TEST_F(LlmVulkan, DenseQwen3LogitsMatchCpuInNarrowWeights) {
     const auto dev = load("qwen3", kVulkan, format);
     EXPECT_EQ(dev->info().cache_dtype, DType::BFloat16);
     for (const auto& [got, expected] : run_both(*cpu, *dev)) {
-      EXPECT_LE(relative_max_difference(got, expected), 4 * std::ldexp(1.0, -8));
-      EXPECT_LE(testing::relative_rms_difference(got, expected), std::ldexp(1.0, -8));
+      EXPECT_LE(relative_max_difference(got, expected), 4 * std::ldexp(1.0, -8) + 4 * fp8_prompt_rounding(format));
+      EXPECT_LE(testing::relative_rms_difference(got, expected), std::ldexp(1.0, -8) + fp8_prompt_rounding(format));
     }
   }
 }
@@ -281,8 +289,9 @@ TEST_F(LlmVulkan, HybridFamiliesMatchCpuInNarrowWeights) {
       const auto cpu = load(arch, kCPU, format);
       const auto dev = load(arch, kVulkan, format);
       for (const auto& [got, expected] : run_both(*cpu, *dev)) {
-        EXPECT_LE(relative_max_difference(got, expected), 8 * std::ldexp(1.0, -8));
-        EXPECT_LE(testing::relative_rms_difference(got, expected), 2 * std::ldexp(1.0, -8));
+        EXPECT_LE(relative_max_difference(got, expected), 8 * std::ldexp(1.0, -8) + 4 * fp8_prompt_rounding(format));
+        EXPECT_LE(testing::relative_rms_difference(got, expected),
+                  2 * std::ldexp(1.0, -8) + fp8_prompt_rounding(format));
       }
     }
   }

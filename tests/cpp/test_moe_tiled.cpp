@@ -61,8 +61,7 @@ TEST(MoeExpertsTiled, SizesAroundSimdWidths) {
   }
 }
 
-TEST(MoeExpertsTiled, Fp8WeightsMatchReference) {
-  const ForcePath tiled(MoeExpertPath::Tiled);
+void fp8_expert_cases() {
   for (DType x : kWide) {
     check_experts({21, 64, 40, 6, 2, DType::Float8_e4m3fn, x}, 10);         // row scales
     check_experts({19, 200, 130, 4, 2, DType::Float8_e4m3fn, x, true}, 11);  // partial 128 blocks
@@ -70,6 +69,17 @@ TEST(MoeExpertsTiled, Fp8WeightsMatchReference) {
   check_experts({25, 130, 128, 5, 3, DType::Float8_e4m3fn, DType::BFloat16, true, true}, 12);
   check_experts({9, 31, 9, 3, 2, DType::Float8_e4m3fn, DType::Float32, false, true, true}, 13);
   check_experts({40, 300, 260, 3, 2, DType::Float8_e4m3fn, DType::BFloat16, true}, 14);  // 3 row blocks
+}
+
+// FP8 experts on the float32 FMA tiles (KILN_BF16_DOT=0 or no AVX512-BF16) and, where the
+// CPU has it, on the bf16 dot tiles (test_bf16_dot_fp8.cpp has the dot path's edge sizes).
+TEST(MoeExpertsTiled, Fp8WeightsMatchReference) {
+  const ForcePath tiled(MoeExpertPath::Tiled);
+  for (int mode : {0, 1}) {
+    const bf16_dot_test::Bf16DotMode dot(mode);
+    SCOPED_TRACE(bf16_dot_enabled() ? "bf16 dot path" : "float32 FMA tiles");
+    fp8_expert_cases();
+  }
 }
 
 TEST(MoeExpertsTiled, RoutingEdgeCases) {
@@ -139,11 +149,15 @@ TEST(MoeExpertsTiled, ThreadCountDoesNotChangeTheResult) {
 
 TEST(MoeExpertsTiled, EveryTarget) {
   const ForcePath tiled(MoeExpertPath::Tiled);
-  simd_targets::for_each(cpu::moe_simd_targets(), [] {
-    for (DType w : kWide) check_experts({9, 70, 37, 5, 2, w, DType::BFloat16, false, true}, 20);
-    check_experts({10, 130, 40, 4, 2, DType::Float8_e4m3fn, DType::BFloat16, true}, 21);
-    check_experts({7, 65, 40, 4, 2, DType::Float8_e4m3fn, DType::Float32}, 22);
-  });
+  // Both paths: the FMA tiles decode per target, the bf16 dot tiles' FP8 decode too.
+  for (int mode : {0, 1}) {
+    const bf16_dot_test::Bf16DotMode dot(mode);
+    simd_targets::for_each(cpu::moe_simd_targets(), [] {
+      for (DType w : kWide) check_experts({9, 70, 37, 5, 2, w, DType::BFloat16, false, true}, 20);
+      check_experts({10, 130, 40, 4, 2, DType::Float8_e4m3fn, DType::BFloat16, true}, 21);
+      check_experts({7, 65, 40, 4, 2, DType::Float8_e4m3fn, DType::Float32}, 22);
+    });
+  }
 }
 
 using bf16_dot_test::Bf16DotMode;

@@ -12,6 +12,7 @@
 #include "kiln/ops/creation.h"
 #include "kiln/ops/moe.h"
 #include "kiln/ops/shape.h"
+#include "bf16_dot_mode.h"
 #include "moe_test_util.h"
 #include "simd_targets.h"
 
@@ -53,13 +54,19 @@ void check_packed_equals_unpacked(const Case& c, uint64_t seed) {
 
 TEST(MoeExpertsTiledPacked, Fp8PackedRowsGiveTheDecodedBits) {
   const ForceTiled tiled;
-  simd_targets::for_each(cpu::moe_simd_targets(), [] {
-    check_packed_equals_unpacked({13, 64, 40, 3, 2, DType::Float8_e4m3fn, DType::BFloat16}, 300);  // row scales
-    // K with a partial decoder step (a tail) in gate/up (70) and down (37).
-    check_packed_equals_unpacked({9, 70, 37, 3, 2, DType::Float8_e4m3fn, DType::Float32}, 310);
-    // 128x128 block scales with partial blocks, and the shared expert (packed too).
-    check_packed_equals_unpacked({6, 200, 130, 3, 2, DType::Float8_e4m3fn, DType::Float32, true, true}, 320);
-  });
+  // The packed FMA tiles run only off the bf16 dot path; on it, each lane of a vdpbf16ps
+  // tile sums its own token, so the same property holds (and is checked below too).
+  for (int mode : {0, 1}) {
+    const bf16_dot_test::Bf16DotMode dot(mode);
+    SCOPED_TRACE(bf16_dot_enabled() ? "bf16 dot path" : "float32 FMA tiles");
+    simd_targets::for_each(cpu::moe_simd_targets(), [] {
+      check_packed_equals_unpacked({13, 64, 40, 3, 2, DType::Float8_e4m3fn, DType::BFloat16}, 300);  // row scales
+      // K with a partial decoder step (a tail) in gate/up (70) and down (37).
+      check_packed_equals_unpacked({9, 70, 37, 3, 2, DType::Float8_e4m3fn, DType::Float32}, 310);
+      // 128x128 block scales with partial blocks, and the shared expert (packed too).
+      check_packed_equals_unpacked({6, 200, 130, 3, 2, DType::Float8_e4m3fn, DType::Float32, true, true}, 320);
+    });
+  }
 }
 
 }  // namespace

@@ -66,11 +66,11 @@ Probes probe(ThreadPool& pool, bool quick) {
   return p;
 }
 
-// The compute roofline of a prefill: with bf16 weights on the bf16 dot path its GEMMs
-// (linear, the MoE expert tiles) run vdpbf16ps, so the bf16 dot peak; otherwise (FP8
-// weights, no instruction, KILN_BF16_DOT=0) they run float32 FMAs.
+// The compute roofline of a prefill: with bf16 or FP8 weights on the bf16 dot path its
+// GEMMs (linear, the MoE expert tiles) run vdpbf16ps, so the bf16 dot peak; otherwise
+// (float32 weights, no instruction, KILN_BF16_DOT=0) they run float32 FMAs.
 bool prefill_on_bf16_dot(const Probes& p, llm::WeightFormat format) {
-  return format == llm::WeightFormat::BFloat16 && p.bf16_used;
+  return (format == llm::WeightFormat::BFloat16 || format == llm::WeightFormat::Fp8) && p.bf16_used;
 }
 double prefill_roof(const Probes& p, llm::WeightFormat format) {
   return prefill_on_bf16_dot(p, format) ? p.bf16_gflops : p.gflops;

@@ -6,7 +6,8 @@
 //   linear_prefill: x [M, K] bf16 (M = 64 and 512 prompt tokens), W [N, K]; the
 //     Qwen3-30B-A3B q_proj (4096x2048) and o_proj (2048x4096) shapes.
 //   moe_prefill: Qwen3-30B-A3B experts (H 2048, I 768) cut to 32 experts, top 2, so 64,
-//     128 and 512 tokens put 4, 8 and 32 tokens on each expert, as top 8 of 128 does.
+//     128, 256 and 512 tokens put 4, 8, 16 and 32 tokens on each expert, as top 8 of 128
+//     does.
 // Weight values are cheap pseudo-random codes (timing does not depend on them); FLOPs
 // are 2 per multiply-add of the matrix products. Each row is also printed with the
 // process's CPU time per call (warm-up calls included): on a machine shared with other
@@ -161,7 +162,7 @@ MoeExperts make_experts(Weights kind) {
 void moe_rows(Table& table, bool quick) {
   for (const Weights kind : kAllWeights) {
     const MoeExperts experts = make_experts(kind);
-    for (const int64_t T : {int64_t{64}, int64_t{128}, int64_t{512}}) {
+    for (const int64_t T : {int64_t{64}, int64_t{128}, int64_t{256}, int64_t{512}}) {
       const Tensor x = pseudo_random_bf16({T, kHidden}, 31);
       // Token t goes to experts t and t + E/2 (mod E): every expert gets T * k / E tokens.
       Tensor ids = empty({T, kTopK}, DType::Int32);
@@ -189,7 +190,7 @@ const Registrar kRegisterLinearPrefill{Suite{
 
 const Registrar kRegisterMoePrefill{Suite{
     "moe_prefill",
-    "MoE expert block over a prompt (4, 8 and 32 tokens per expert), bf16 vs FP8 row and block scales, vs the "
+    "MoE expert block over a prompt (4, 8, 16 and 32 tokens per expert), bf16 vs FP8 row and block scales, vs the "
     "compute probe",
     [](ThreadPool&, Table& table, bool quick) { moe_rows(table, quick); }}};
 

@@ -4,6 +4,9 @@
 //   linear    q_proj [4096, 2048], k/v_proj [512, 2048], o_proj [2048, 4096]
 //   moe_experts  32 of the 128 experts, top 2: 32 tokens per expert, as 128 experts with
 //             top 8 give 512 tokens, at a quarter of the weights (H 2048, I 768)
+// and the same q_proj, o_proj and experts with FP8 weights (row scales and 128x128 block
+// scales): their float32 path widens the weights for sgemm / decodes them in FMA tiles,
+// their bf16 dot path decodes them exactly to bf16 for the dot tiles.
 // The float32 rows are measured against the float32 FMA peak, the bf16 dot rows against
 // the bf16 dot peak, both from this run's compute probe; "vs base" is the float32 path's
 // median over the bf16 dot path's, same process.
@@ -104,6 +107,50 @@ void add_pair(Table& table, const std::string& group, const std::string& shape, 
   table.add(dot);
 }
 
+// FP8 codes of both signs (the NaN codes avoided), as quantised weights look to a kernel.
+Tensor random_fp8(const Shape& shape, uint64_t seed) {
+  Generator g(seed);
+  Tensor t = mul(sub(rand(shape, DType::Float32, &g), Scalar(0.5)), Scalar(800.0)).to(DType::Float8_e4m3fn);
+  return t;
+}
+
+Tensor fp8_scale(Shape lead, int64_t rows, int64_t cols, bool blocked, double value) {
+  Shape shape = lead;
+  if (blocked) {
+    shape.push_back((rows + 127) / 128);
+    shape.push_back((cols + 127) / 128);
+  } else {
+    shape.push_back(rows);
+  }
+  return full(shape, Scalar(value), DType::Float32);
+}
+
+const char* scales_name(bool blocked) { return blocked ? "fp8 block scales" : "fp8 row scales"; }
+
+void run_linear_fp8(Table& table, int64_t N, int64_t K, const char* name, bool blocked, int rounds) {
+  const Tensor w = random_fp8({N, K}, 30 + N + K);
+  const Tensor scale = fp8_scale({}, N, K, blocked, 1.0 / (400.0 * std::sqrt(double(K))));
+  const Tensor x = random_weights({kTokens, K}, 1, 20 + K);
+  add_pair(table, fmt::format("linear prefill {}", scales_name(blocked)),
+           fmt::format("{} [{},{}]x[{},{}]^T", name, kTokens, K, N, K), 2.0 * kTokens * N * K,
+           alternate([&] { (void)linear_fp8(x, w, scale); }, rounds));
+}
+
+void run_moe_fp8(Table& table, bool blocked, int rounds) {
+  const int64_t experts = 32, top_k = 2, inter = 768;
+  const MoeExperts e = MoeExperts::from_fused(
+      random_fp8({experts, 2 * inter, kHidden}, 5), random_fp8({experts, kHidden, inter}, 6),
+      fp8_scale({experts}, 2 * inter, kHidden, blocked, 1.0 / (400.0 * std::sqrt(double(kHidden)))),
+      fp8_scale({experts}, kHidden, inter, blocked, 1.0 / (400.0 * std::sqrt(double(inter)))));
+  const Tensor x = random_weights({kTokens, kHidden}, 1, 3);
+  Generator g(4);
+  const MoeRouting r = moe_route(randn({kTokens, experts}, DType::Float32, &g), top_k, MoeScoring::Softmax, true);
+  add_pair(table, fmt::format("moe_experts prefill {}", scales_name(blocked)),
+           fmt::format("{} tok, {} of {} experts, H {} I {}", kTokens, top_k, experts, kHidden, inter),
+           2.0 * 3.0 * kTokens * top_k * kHidden * inter,
+           alternate([&] { (void)moe_experts(x, r.weights, r.ids, e); }, rounds));
+}
+
 void run_linear(Table& table, int64_t N, int64_t K, const char* name, int rounds) {
   const Tensor w = random_weights({N, K}, K, 10 + N + K);
   const Tensor x = random_weights({kTokens, K}, 1, 20 + K);
@@ -127,8 +174,8 @@ void run_moe(Table& table, int rounds) {
 
 const Registrar kRegisterPrefillGemm{Suite{
     "prefill_gemm",
-    "512-token prefill GEMMs with bf16 weights (Qwen3-30B-A3B linear and expert shapes): float32 FMA path vs "
-    "bf16 dot path, alternated, vs the compute peaks",
+    "512-token prefill GEMMs with bf16 and FP8 weights (Qwen3-30B-A3B linear and expert shapes): float32 FMA "
+    "path vs bf16 dot path, alternated, vs the compute peaks",
     [](ThreadPool&, Table& table, bool quick) {
       const int rounds = quick ? 3 : 9;
       if (!cpu_has_bf16_dot()) fmt::print("prefill_gemm: no AVX512-BF16 on this CPU: float32 path only\n");
@@ -136,6 +183,11 @@ const Registrar kRegisterPrefillGemm{Suite{
       run_linear(table, 512, kHidden, "k_proj", rounds);
       run_linear(table, kHidden, 4096, "o_proj", rounds);
       run_moe(table, rounds);
+      for (bool blocked : {false, true}) {
+        run_linear_fp8(table, 4096, kHidden, "q_proj", blocked, rounds);
+        run_linear_fp8(table, kHidden, 4096, "o_proj", blocked, rounds);
+        run_moe_fp8(table, blocked, rounds);
+      }
     }}};
 
 }  // namespace

@@ -23,6 +23,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Codes of the largest step of any target (AVX3_DL: 64).
 constexpr size_t kMaxStepCodes = 4 * HWY_MAX_BYTES / sizeof(float);
 
+static_assert(kFp8KernelDecodedPerReal == kiln::detail::exp2_float(fp8::Kernel::kLog2Scale),
+              "fp8_decode.h's constant is the Kernel policy's scale");
+
 template <class P>
 void ToBf16(const uint8_t* src, uint16_t* dst, int64_t n) {
   const fp8::DU16 du16;

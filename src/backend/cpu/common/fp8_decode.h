@@ -14,6 +14,10 @@ namespace kiln::cpu {
 //     into their row or block scale), and the NaN codes as ±480 * 2^-8.
 enum class Fp8Decode { Exact, Kernel };
 
+// The Kernel policy's decoded value per real value: kernels multiply their sums (or their
+// scales) by the inverse, 2^8, which is exact.
+inline constexpr float kFp8KernelDecodedPerReal = 1.0f / 256.0f;
+
 // dst[i] = the bf16 pattern of src[i], for n >= 0 codes (any n; no alignment needed).
 void fp8_e4m3fn_to_bf16(const uint8_t* src, uint16_t* dst, int64_t n, Fp8Decode mode);
 // dst[i] = the same value as a float32 (the bf16 pattern shifted up 16 bits).

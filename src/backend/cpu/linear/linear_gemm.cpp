@@ -11,9 +11,10 @@
 //     to the activation dtype once at the end. OpenBLAS's sgemm kernels beat anything
 //     hand-written here for M >= 2, and the widening costs K per weight row per call
 //     against M*K multiply-adds.
-//   bfloat16 weights on a CPU with AVX512-BF16 (unless KILN_BF16_DOT=0) skip all of this:
-//     linear_gemm_bf16_dot (bf16_dot_gemm.cpp) rounds x to bf16 and multiplies with
-//     vdpbf16ps, twice the multiply-adds per instruction of an f32 FMA.
+//   bfloat16 and float8_e4m3fn weights on a CPU with AVX512-BF16 (unless KILN_BF16_DOT=0)
+//     skip all of this: linear_gemm_bf16_dot / linear_gemm_fp8_bf16_dot
+//     (bf16_dot_gemm.cpp) round x to bf16 and multiply with vdpbf16ps, twice the
+//     multiply-adds per instruction of an f32 FMA (FP8 panels decoded exactly to bf16).
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -183,6 +184,8 @@ void linear_gemm(ThreadPool& pool, const LinearWeight& weight, const LinearActiv
   // bf16 weights on a CPU with a bf16 dot instruction: x rounded to bf16, vdpbf16ps
   // (bf16_dot_gemm.h); KILN_BF16_DOT=0 keeps the widened sgemm below.
   if (weight.dtype == DType::BFloat16 && bf16_dot_enabled()) return linear_gemm_bf16_dot(pool, weight, act);
+  // FP8 weights too: their e4m3 values are exact bf16 values, decoded per panel.
+  if (weight.dtype == DType::Float8_e4m3fn && bf16_dot_enabled()) return linear_gemm_fp8_bf16_dot(pool, weight, act);
   // float32 / float64 weights are read in place by BLAS.
   const bool in_place = weight.dtype == act.dtype && (act.dtype == DType::Float32 || act.dtype == DType::Float64);
   Tensor packed_keep;

@@ -6,8 +6,8 @@
 //                 target) that streams W once at memory speed. Decode is a bandwidth
 //                 race: see gemv-inl.h for the instruction budget and the decode tricks.
 //   linear_gemm   many rows: OpenBLAS sgemm/dgemm; narrow weights are widened to f32
-//                 one panel at a time (accumulation in f32); bf16 weights on a CPU
-//                 with AVX512-BF16 go to the vdpbf16ps GEMM of bf16_dot_gemm.h instead.
+//                 one panel at a time (accumulation in f32); bf16 and FP8 weights on a
+//                 CPU with AVX512-BF16 go to the vdpbf16ps GEMM of bf16_dot_gemm.h instead.
 //   fp8 quantise  row-wise quantisation to float8_e4m3fn and dequantisation.
 #pragma once
 

@@ -95,6 +95,17 @@ namespace {
 // 1, 1.1x at 4, 2.1x at 32 (docs/bench.md).
 constexpr int64_t kTiledMinTokensPerExpert = 4;
 
+// The bf16 dot tiles (moe_experts_bf16_dot.cpp) from this many slots per active expert
+// on, the float32 FMA tiles below it. The dot tiles broadcast weight pairs against 8 or
+// 16 tokens a register, so an expert with a few tokens leaves most lanes empty, where
+// the FMA tiles run 16 K values a register whatever the token count. Measured on a Zen 4
+// (one thread, CPU time per call, 32 of Qwen3-30B-A3B's experts, FMA tiles / dot tiles,
+// the dot tiles with their row and FP8 code prefetches): 4 tokens per expert bf16
+// 29.6-31.8 / 35.3-36.2 ms, FP8 rows 29.4-35.5 / 35.0-41.6, FP8 blocks 33.2-33.5 /
+// 33.0-35.1; 8 tokens bf16 43.2-46.7 / 34.4-35.8, FP8 rows 40.3-44.5 / 37.2-39.1, FP8
+// blocks 51.9-56.4 / 35.0-41.1 (docs/bench.md).
+constexpr int64_t kDotMinTokensPerExpert = 6;
+
 std::atomic<MoeExpertPath> forced_path{MoeExpertPath::Auto};
 
 bool use_tiled(const MoePlan& plan) {
@@ -115,10 +126,15 @@ void moe_experts(ThreadPool& pool, const MoeExpertsArgs& args) {
   const MoePlan plan = make_moe_plan(args, 4);
   const bool fp8 = args.weight_dtype == DType::Float8_e4m3fn;
   if (use_tiled(plan)) {
-    if (fp8) {
-      moe_experts_tiled_fp8(pool, args, plan);
-    } else if (args.weight_dtype == DType::BFloat16 && bf16_dot_enabled()) {
+    // bf16 and FP8 experts (decoded exactly to bf16) on the bf16 dot tiles where the CPU
+    // has them, KILN_BF16_DOT allows and the experts have enough tokens each (always when
+    // the tiled path is forced); float32 FMA tiles otherwise.
+    const bool dot_worth_it = forced_path.load(std::memory_order_relaxed) == MoeExpertPath::Tiled ||
+                              plan.slots >= kDotMinTokensPerExpert * static_cast<int64_t>(plan.active.size());
+    if ((fp8 || args.weight_dtype == DType::BFloat16) && bf16_dot_enabled() && dot_worth_it) {
       moe_experts_bf16_dot(pool, args, plan);
+    } else if (fp8) {
+      moe_experts_tiled_fp8(pool, args, plan);
     } else {
       moe_experts_tiled_wide(pool, args, plan);
     }

@@ -34,8 +34,10 @@ void moe_experts(ThreadPool& pool, const MoeExpertsArgs& args);
 
 // Which implementation moe_experts runs. Auto picks per call by the mean number of tokens
 // per active expert (moe_kernels.cpp): the GEMV kernel above for decode and small batches,
-// the register-tiled kernel of moe_experts_tiled-inl.h for prefill. Tests force one path
-// to compare the two on the same inputs; the setting is process-wide, read once per call.
+// the register-tiled kernel of moe_experts_tiled-inl.h for prefill, and from more tokens
+// per expert (bf16 and FP8 experts, kiln::bf16_dot_enabled()) the bf16 dot kernel. Tests
+// force one path to compare them on the same inputs (Tiled: the bf16 dot kernel where
+// enabled, whatever the token count); the setting is process-wide, read once per call.
 enum class MoeExpertPath { Auto, Gemv, Tiled };
 void force_moe_expert_path(MoeExpertPath path);
 

@@ -62,7 +62,7 @@ void moe_experts_fp8(ThreadPool& pool, const MoeExpertsArgs& args, const MoePlan
 // The many-token (prefill) kernels, register tiles of a GEMM (moe_experts_tiled-inl.h).
 void moe_experts_tiled_wide(ThreadPool& pool, const MoeExpertsArgs& args, const MoePlan& plan);
 void moe_experts_tiled_fp8(ThreadPool& pool, const MoeExpertsArgs& args, const MoePlan& plan);
-// The many-token kernel for bfloat16 experts with AVX512-BF16 (moe_experts_bf16_dot.cpp):
-// only when kiln::bf16_dot_enabled().
+// The many-token kernel for bfloat16 and float8_e4m3fn experts with AVX512-BF16
+// (moe_experts_bf16_dot.cpp): only when kiln::bf16_dot_enabled().
 void moe_experts_bf16_dot(ThreadPool& pool, const MoeExpertsArgs& args, const MoePlan& plan);
 }  // namespace kiln::cpu
