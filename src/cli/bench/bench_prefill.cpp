@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cli/bench/harness.h"
+#include "kiln/cpu_features.h"
 #include "kiln/ops/creation.h"
 #include "kiln/ops/linear.h"
 #include "kiln/ops/moe.h"
@@ -126,6 +127,8 @@ void linear_rows(Table& table, bool quick) {
         row.group = fmt::format("linear prefill {}", weights_name(kind));
         row.shape = fmt::format("{} x [{}x{}] {}", M, s.N, s.K, s.name);
         row.flops = 2.0 * static_cast<double>(M) * static_cast<double>(s.N) * static_cast<double>(s.K);
+        // Many-row linear with bf16 or FP8 weights runs the bf16 dot tiles where they are on.
+        if (bf16_dot_enabled()) row.peak_gflops = table.bf16_dot_gflops();
         row.timing = measure_and_print_cpu(
             row.group + " " + row.shape, row.flops,
             [&](int) {
