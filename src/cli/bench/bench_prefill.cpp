@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench/fp8_inputs.h"
 #include "cli/bench/harness.h"
 #include "kiln/cpu_features.h"
 #include "kiln/ops/creation.h"
@@ -66,31 +67,6 @@ Tensor pseudo_random_bf16(const Shape& shape, uint64_t seed) {
   return t;
 }
 
-// Every e4m3fn code but the NaN codes, subnormals included.
-Tensor pseudo_random_fp8(const Shape& shape, uint64_t seed) {
-  Tensor t = empty(shape, DType::Float8_e4m3fn);
-  uint8_t* p = t.data<uint8_t>();
-  Lcg g{seed * 0x9E3779B97F4A7C15ull + 3};
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    uint8_t b = static_cast<uint8_t>(g.next() >> 8);
-    if ((b & 0x7F) == 0x7F) b ^= 0x01;
-    p[i] = b;
-  }
-  return t;
-}
-
-// Scales for `rows` x `cols` FP8 weights (with `lead` leading dims of experts).
-Tensor fp8_scales(Shape lead, int64_t rows, int64_t cols, bool blocked) {
-  Shape shape = lead;
-  if (blocked) {
-    shape.push_back((rows + 127) / 128);
-    shape.push_back((cols + 127) / 128);
-  } else {
-    shape.push_back(rows);
-  }
-  return full(shape, Scalar(1.0 / 256), DType::Float32);
-}
-
 int runs(bool quick) { return quick ? 3 : 10; }
 double seconds(bool quick) { return quick ? 0.3 : 2.0; }
 
@@ -122,7 +98,7 @@ void linear_rows(Table& table, bool quick) {
     for (const int64_t M : {int64_t{64}, int64_t{512}}) {
       const Tensor x = pseudo_random_bf16({M, s.K}, 7);
       for (const Weights kind : kAllWeights) {
-        const Tensor scale = fp8_scales({}, s.N, s.K, kind == Weights::Fp8Blocks);
+        const Tensor scale = fp8_scales({}, s.N, s.K, kind == Weights::Fp8Blocks, 1.0 / 256);
         Row row;
         row.group = fmt::format("linear prefill {}", weights_name(kind));
         row.shape = fmt::format("{} x [{}x{}] {}", M, s.N, s.K, s.name);
@@ -158,8 +134,8 @@ MoeExperts make_experts(Weights kind) {
   const bool blocked = kind == Weights::Fp8Blocks;
   return MoeExperts::from_fused(pseudo_random_fp8({kExperts, 2 * kInter, kHidden}, 23),
                                 pseudo_random_fp8({kExperts, kHidden, kInter}, 24),
-                                fp8_scales({kExperts}, 2 * kInter, kHidden, blocked),
-                                fp8_scales({kExperts}, kHidden, kInter, blocked));
+                                fp8_scales({kExperts}, 2 * kInter, kHidden, blocked, 1.0 / 256),
+                                fp8_scales({kExperts}, kHidden, kInter, blocked, 1.0 / 256));
 }
 
 void moe_rows(Table& table, bool quick) {

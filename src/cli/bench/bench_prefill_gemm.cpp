@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench/fp8_inputs.h"
 #include "cli/bench/harness.h"
 #include "kiln/cpu_features.h"
 #include "kiln/ops/creation.h"
@@ -107,29 +108,11 @@ void add_pair(Table& table, const std::string& group, const std::string& shape, 
   table.add(dot);
 }
 
-// FP8 codes of both signs (the NaN codes avoided), as quantised weights look to a kernel.
-Tensor random_fp8(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  Tensor t = mul(sub(rand(shape, DType::Float32, &g), Scalar(0.5)), Scalar(800.0)).to(DType::Float8_e4m3fn);
-  return t;
-}
-
-Tensor fp8_scale(Shape lead, int64_t rows, int64_t cols, bool blocked, double value) {
-  Shape shape = lead;
-  if (blocked) {
-    shape.push_back((rows + 127) / 128);
-    shape.push_back((cols + 127) / 128);
-  } else {
-    shape.push_back(rows);
-  }
-  return full(shape, Scalar(value), DType::Float32);
-}
-
 const char* scales_name(bool blocked) { return blocked ? "fp8 block scales" : "fp8 row scales"; }
 
 void run_linear_fp8(Table& table, int64_t N, int64_t K, const char* name, bool blocked, int rounds) {
-  const Tensor w = random_fp8({N, K}, 30 + N + K);
-  const Tensor scale = fp8_scale({}, N, K, blocked, 1.0 / (400.0 * std::sqrt(double(K))));
+  const Tensor w = pseudo_random_fp8({N, K}, 30 + N + K);
+  const Tensor scale = fp8_scales({}, N, K, blocked, 1.0 / (400.0 * std::sqrt(double(K))));
   const Tensor x = random_weights({kTokens, K}, 1, 20 + K);
   add_pair(table, fmt::format("linear prefill {}", scales_name(blocked)),
            fmt::format("{} [{},{}]x[{},{}]^T", name, kTokens, K, N, K), 2.0 * kTokens * N * K,
@@ -139,9 +122,9 @@ void run_linear_fp8(Table& table, int64_t N, int64_t K, const char* name, bool b
 void run_moe_fp8(Table& table, bool blocked, int rounds) {
   const int64_t experts = 32, top_k = 2, inter = 768;
   const MoeExperts e = MoeExperts::from_fused(
-      random_fp8({experts, 2 * inter, kHidden}, 5), random_fp8({experts, kHidden, inter}, 6),
-      fp8_scale({experts}, 2 * inter, kHidden, blocked, 1.0 / (400.0 * std::sqrt(double(kHidden)))),
-      fp8_scale({experts}, kHidden, inter, blocked, 1.0 / (400.0 * std::sqrt(double(inter)))));
+      pseudo_random_fp8({experts, 2 * inter, kHidden}, 5), pseudo_random_fp8({experts, kHidden, inter}, 6),
+      fp8_scales({experts}, 2 * inter, kHidden, blocked, 1.0 / (400.0 * std::sqrt(double(kHidden)))),
+      fp8_scales({experts}, kHidden, inter, blocked, 1.0 / (400.0 * std::sqrt(double(inter)))));
   const Tensor x = random_weights({kTokens, kHidden}, 1, 3);
   Generator g(4);
   const MoeRouting r = moe_route(randn({kTokens, experts}, DType::Float32, &g), top_k, MoeScoring::Softmax, true);
