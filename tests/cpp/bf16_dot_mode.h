@@ -3,6 +3,8 @@
 // time.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include "kiln/cpu_features.h"
 
 namespace bf16_dot_test {
@@ -17,3 +19,8 @@ class Bf16DotMode {
 };
 
 }  // namespace bf16_dot_test
+
+// Skips a test of the bf16 dot kernel itself on CPUs without the instruction.
+#define SKIP_WITHOUT_BF16_DOT()                                                                     \
+  if (!kiln::cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16: the bf16 dot kernel " \
+                                                 "is not run here (the float32 path is tested)"

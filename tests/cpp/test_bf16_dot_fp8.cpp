@@ -31,10 +31,6 @@ namespace bd = cpu::bf16dot;
 
 using bf16_dot_test::Bf16DotMode;
 
-#define SKIP_WITHOUT_BF16_DOT()                                                              \
-  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16: the bf16 dot kernel " \
-                                           "is not run here (the float32 path is tested)"
-
 int64_t ceil128(int64_t v) { return (v + 127) / 128; }
 
 // The real value of an e4m3fn code as the FP8 kernels read it (NaN codes as +-480).

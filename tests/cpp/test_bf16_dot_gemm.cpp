@@ -26,10 +26,6 @@ namespace bd = cpu::bf16dot;
 
 using bf16_dot_test::Bf16DotMode;
 
-#define SKIP_WITHOUT_BF16_DOT()                                                              \
-  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16: the bf16 dot kernel " \
-                                           "is not run here (the float32 path is tested)"
-
 // Random bf16 bit patterns of normal values around 1 (no subnormals: vdpbf16ps reads them
 // as zero, a documented difference from an IEEE sum).
 std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
