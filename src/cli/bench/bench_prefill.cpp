@@ -155,6 +155,9 @@ void moe_rows(Table& table, bool quick) {
       row.shape = fmt::format("{} tok, {} per expert: {} experts top {}, H {} I {}", T, T * kTopK / kExperts, kExperts,
                               kTopK, kHidden, kInter);
       row.flops = 2.0 * static_cast<double>(T * kTopK) * 3.0 * static_cast<double>(kHidden * kInter);
+      // The expert kernel takes the bf16 dot tiles from 6 tokens per expert (the float32
+      // FMA tiles below): of these rows (4, 8, 16, 32 per expert), all but the first.
+      if (bf16_dot_enabled() && T * kTopK / kExperts >= 8) row.peak_gflops = table.bf16_dot_gflops();
       row.timing = measure_and_print_cpu(row.group + " " + row.shape, row.flops,
                                          [&](int) { moe_experts(x, weights, ids, experts); }, quick);
       table.add(row);
